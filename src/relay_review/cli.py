@@ -1,0 +1,53 @@
+"""Command line: ``relay-review <command>``.
+
+Each command lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``;
+this module only wires them. Exit codes: 0 success, 1 no verdict/reply, 2 bad input or usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import logging
+import sys
+
+from relay_review import __version__
+
+#: command name -> module implementing it (imported lazily so ``--help`` stays fast).
+COMMANDS: dict[str, str] = {
+    "catalog": "relay_review.commands.catalog",
+}
+
+
+class UsageError(Exception):
+    """Bad input named for the user; the CLI prints it and exits 2."""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="relay-review",
+        description="Review pull requests over free or cheap LLM routes with bounded failover.",
+    )
+    parser.add_argument("--version", action="version", version=f"relay-review {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
+    for module_name in COMMANDS.values():
+        importlib.import_module(module_name).add_parser(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point of the ``relay-review`` console script."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.DEBUG if args.verbose else logging.INFO,
+        format="%(levelname)s %(name)s: %(message)s",
+        stream=sys.stderr,
+    )
+    module = importlib.import_module(COMMANDS[args.command])
+    try:
+        return int(module.run(args))
+    except UsageError as exc:
+        print(f"relay-review {args.command}: error: {exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,68 @@
+"""Records that cross stage boundaries.
+
+Discovery produces routes; the catalog selects and ranks them; preflight and failover turn each
+chat call into an :class:`Outcome`; the report carries all of it to rendering.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Deadlines(BaseModel):
+    """Named bounds (seconds) for one chat call. Every wait in a call is bounded by one of these."""
+
+    model_config = ConfigDict(frozen=True)
+
+    connect: float = Field(5.0, gt=0, description="TCP/TLS connect")
+    first_byte: float = Field(20.0, gt=0, description="request sent -> headers and first body byte")
+    idle: float = Field(30.0, gt=0, description="longest silent gap once the body is streaming")
+    attempt: float = Field(180.0, gt=0, description="the whole call, end to end")
+
+
+class OutcomeKind(StrEnum):
+    """What one chat call came to. Decisions (retry, switch, give up) are a table over these."""
+
+    OK = "ok"
+    RATE_LIMITED = "rate_limited"
+    PAYMENT_REQUIRED = "payment_required"
+    AUTH_FAILED = "auth_failed"
+    NOT_FOUND = "not_found"
+    BAD_REQUEST = "bad_request"
+    CONTEXT_TOO_LONG = "context_too_long"
+    SERVER_ERROR = "server_error"
+    TIMEOUT = "timeout"
+    CONNECTION_ERROR = "connection_error"
+    BAD_REPLY = "bad_reply"
+
+
+class Phase(StrEnum):
+    """Where in a call a timeout struck."""
+
+    CONNECT = "connect"
+    FIRST_BYTE = "first_byte"
+    IDLE = "idle"
+    ATTEMPT = "attempt"
+
+
+class Outcome(BaseModel):
+    """The typed result of one chat call (never raised, always returned)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: OutcomeKind
+    http_status: int | None = None
+    content: str | None = None
+    finish_reason: str | None = None
+    usage: dict | None = None
+    retry_after: float | None = None
+    phase: Phase | None = None
+    detail: str = ""
+    first_byte_s: float | None = None
+    elapsed_s: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        return self.kind is OutcomeKind.OK
