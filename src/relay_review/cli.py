@@ -12,15 +12,12 @@ import logging
 import sys
 
 from relay_review import __version__
+from relay_review.errors import UsageError
 
 #: command name -> module implementing it (imported lazily so ``--help`` stays fast).
 COMMANDS: dict[str, str] = {
     "catalog": "relay_review.commands.catalog",
 }
-
-
-class UsageError(Exception):
-    """Bad input named for the user; the CLI prints it and exits 2."""
 
 
 def build_parser() -> argparse.ArgumentParser:
