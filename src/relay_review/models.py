@@ -66,3 +66,87 @@ class Outcome(BaseModel):
     @property
     def ok(self) -> bool:
         return self.kind is OutcomeKind.OK
+
+
+class Cost(StrEnum):
+    """Price evidence for a route, decided only from numbers (never from a ``:free`` suffix)."""
+
+    FREE = "free"
+    PRICED = "priced"
+    UNKNOWN = "unknown"
+
+
+class Route(BaseModel):
+    """One (account, model) pair from a discovery report, validated and with defaults filled in."""
+
+    model_config = ConfigDict(frozen=True)
+
+    index: int = Field(description="position in the discovery report (for error messages)")
+    account: str
+    provider: str
+    model: str
+    agent_id: str
+    base_url: str | None = None
+    api_key_env: str
+    prompt_price_per_1k: float | None = None
+    completion_price_per_1k: float | None = None
+    context_length: int | None = None
+    cost: Cost = Cost.UNKNOWN
+
+
+class CatalogEntry(BaseModel):
+    """A selected route with its tier facts and its unique priority (higher is tried first)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    route: Route
+    cost: Cost
+    zdr: bool
+    priority: int
+
+    @property
+    def agent_id(self) -> str:
+        return self.route.agent_id
+
+    @property
+    def account(self) -> str:
+        return self.route.account
+
+    def summary(self) -> dict:
+        """The contract's JSON shape for one selected route."""
+        r = self.route
+        return {
+            "agent_id": r.agent_id,
+            "account": r.account,
+            "provider": r.provider,
+            "model": r.model,
+            "cost": self.cost.value,
+            "zdr": self.zdr,
+            "priority": self.priority,
+        }
+
+
+class CatalogReport(BaseModel):
+    """Counts that explain a selection."""
+
+    total_routes: int
+    free_routes: int
+    priced_routes: int
+    unknown_routes: int
+    account_diversity: int
+    selected_by_account: dict[str, int]
+    zdr_selected: int
+    excluded: dict[str, int]
+
+
+class Catalog(BaseModel):
+    """The bounded, ranked list of routes a run may use, and how it was chosen."""
+
+    selected: list[CatalogEntry]
+    report: CatalogReport
+
+    def to_json(self) -> dict:
+        return {
+            "selected": [e.summary() for e in self.selected],
+            "report": self.report.model_dump(),
+        }

@@ -25,9 +25,15 @@ class Kind:
 
 
 KINDS: dict[str, Kind] = {
-    "openrouter": Kind("openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "listing"),
+    "openrouter": Kind(
+        "openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "listing"
+    ),
     "nvidia_nim": Kind(
-        "nvidia_nim", "https://integrate.api.nvidia.com/v1", "NVIDIA_NIM_API_KEY", "models.dev", "nvidia"
+        "nvidia_nim",
+        "https://integrate.api.nvidia.com/v1",
+        "NVIDIA_NIM_API_KEY",
+        "models.dev",
+        "nvidia",
     ),
     "opencode": Kind(
         "opencode", "https://opencode.ai/zen/v1", "OPENCODE_API_KEY", "models.dev", "opencode"
@@ -57,5 +63,5 @@ def default_key_env(account: str, provider: str) -> str:
             return kind.key_env
         prefix = provider + "_"
         if account.startswith(prefix) and len(account) > len(prefix):
-            return f"{kind.key_env}_{account[len(prefix):].upper()}"
+            return f"{kind.key_env}_{account[len(prefix) :].upper()}"
     return f"{account.upper().replace('-', '_')}_API_KEY"

@@ -1,0 +1,278 @@
+"""The catalog: a pure, order-independent selection of routes, filled round-robin across accounts.
+
+Why round-robin: a catalog filled in sort order once took 8 + 4 routes from two NVIDIA keys and
+none from OpenRouter, so one stalled provider took the whole review down. Here every account gets
+a turn before any account gets a second one, inside each tier:
+
+    free+ZDR  ->  free+non-ZDR  ->  priced+ZDR  ->  priced+non-ZDR
+
+Inside a tier an account's routes are queued by (model, agent_id); accounts take turns in
+alphabetical order, one route per turn. ``account_cap`` counts over the whole catalog; the fill
+stops at ``limit``. The i-th selected route of n gets priority n - i.
+
+Input validation is strict (a bad report is a user error, exit 2), and every message names the
+route's index and the field.
+"""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Literal
+
+from relay_review.errors import UsageError
+from relay_review.models import Catalog, CatalogEntry, CatalogReport, Cost, Route
+from relay_review.providers.kinds import default_base_url, default_key_env
+
+Pool = Literal["free", "auto"]
+
+PRICE_FIELDS = ("prompt_price_per_1k", "completion_price_per_1k")
+
+#: Reasons a route is left out, in the order they are checked.
+EXCLUDED_UNKNOWN_COST = "unknown_cost"
+EXCLUDED_POOL = "priced_not_in_pool"
+EXCLUDED_NOT_ZDR = "not_zdr"
+EXCLUDED_ACCOUNT_CAP = "account_cap"
+EXCLUDED_LIMIT = "limit"
+
+
+class CatalogInputError(UsageError):
+    """A discovery report or ZDR feed that breaks the catalog contract."""
+
+
+def _price(raw: Mapping[str, Any], index: int, field: str) -> float | None:
+    value = raw.get(field)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise CatalogInputError(
+            f"routes[{index}].{field}: expected a number or null, got {type(value).__name__} "
+            f"{value!r:.40}"
+        )
+    if math.isnan(value) or math.isinf(value):
+        raise CatalogInputError(f"routes[{index}].{field}: {value} is not a finite price")
+    if value < 0:
+        raise CatalogInputError(f"routes[{index}].{field}: {value} is negative")
+    return float(value)
+
+
+def _text(raw: Mapping[str, Any], index: int, field: str, *, required: bool) -> str | None:
+    value = raw.get(field)
+    if value is None and not required:
+        return None
+    if not isinstance(value, str) or not value:
+        what = "missing" if value is None else f"{type(value).__name__} {value!r:.40}"
+        raise CatalogInputError(f"routes[{index}].{field}: expected a non-empty string, got {what}")
+    return value
+
+
+def cost_of(prompt: float | None, completion: float | None) -> Cost:
+    """Both prices 0 -> free; both numbers, any > 0 -> priced; both absent -> unknown."""
+    if prompt is None and completion is None:
+        return Cost.UNKNOWN
+    if prompt is None or completion is None:
+        raise ValueError("exactly one price present")
+    return Cost.FREE if prompt == 0 and completion == 0 else Cost.PRICED
+
+
+def parse_route(raw: Any, index: int) -> Route:
+    """Validate one discovery-report route and fill in its defaults."""
+    if not isinstance(raw, Mapping):
+        raise CatalogInputError(f"routes[{index}]: expected an object, got {type(raw).__name__}")
+    account = _text(raw, index, "account", required=True)
+    provider = _text(raw, index, "provider", required=True)
+    model = _text(raw, index, "model", required=True)
+    assert account and provider and model
+    agent_id = _text(raw, index, "agent_id", required=False) or f"{account}/{model}"
+    prompt = _price(raw, index, "prompt_price_per_1k")
+    completion = _price(raw, index, "completion_price_per_1k")
+    if (prompt is None) != (completion is None):
+        missing = "prompt_price_per_1k" if prompt is None else "completion_price_per_1k"
+        raise CatalogInputError(
+            f"routes[{index}].{missing}: missing while the other price is present "
+            "(give both prices or neither)"
+        )
+    context = raw.get("context_length")
+    if context is not None and (isinstance(context, bool) or not isinstance(context, int)):
+        raise CatalogInputError(
+            f"routes[{index}].context_length: expected an integer or null, got {context!r:.40}"
+        )
+    return Route(
+        index=index,
+        account=account,
+        provider=provider,
+        model=model,
+        agent_id=agent_id,
+        base_url=_text(raw, index, "base_url", required=False) or default_base_url(provider),
+        api_key_env=_text(raw, index, "api_key_env", required=False)
+        or default_key_env(account, provider),
+        prompt_price_per_1k=prompt,
+        completion_price_per_1k=completion,
+        context_length=context,
+        cost=cost_of(prompt, completion),
+    )
+
+
+def parse_discovery(report: Any) -> list[Route]:
+    """Validate a discovery report (``{"routes": [...]}``); unknown fields are ignored."""
+    if not isinstance(report, Mapping) or not isinstance(report.get("routes"), list):
+        raise CatalogInputError('discovery report: expected an object with a "routes" list')
+    routes = [parse_route(raw, i) for i, raw in enumerate(report["routes"])]
+    seen: dict[str, int] = {}
+    for route in routes:
+        if route.agent_id in seen:
+            raise CatalogInputError(
+                f"routes[{route.index}].agent_id: {route.agent_id!r} duplicates "
+                f"routes[{seen[route.agent_id]}]"
+            )
+        seen[route.agent_id] = route.index
+    return routes
+
+
+def parse_zdr_feed(feed: Any) -> list[str]:
+    """Model ids from a feed shaped like OpenRouter's ``/endpoints/zdr``; non-string ids skipped."""
+    if not isinstance(feed, Mapping) or not isinstance(feed.get("data"), list):
+        raise CatalogInputError('ZDR feed: expected an object with a "data" list')
+    return [
+        entry["model_id"]
+        for entry in feed["data"]
+        if isinstance(entry, Mapping) and isinstance(entry.get("model_id"), str)
+    ]
+
+
+def _last_segment(model: str) -> str:
+    return model.rsplit("/", 1)[-1].lower()
+
+
+class ZdrIndex:
+    """Answers "is this route zero-data-retention?" from a feed's model ids.
+
+    Exact model match (case-insensitive) for every provider; for providers other than
+    ``openrouter`` also a match of the last path segment against exactly one distinct feed id
+    (ids compared case-insensitively), so an ambiguous segment proves nothing.
+    """
+
+    def __init__(self, model_ids: Iterable[str] | None) -> None:
+        ids = {m.lower() for m in model_ids or ()}
+        self._exact = ids
+        self._segments = Counter(_last_segment(m) for m in ids)
+
+    def is_zdr(self, provider: str, model: str) -> bool:
+        if model.lower() in self._exact:
+            return True
+        if provider == "openrouter":
+            return False
+        return self._segments.get(_last_segment(model), 0) == 1
+
+
+def _tier(cost: Cost, zdr: bool) -> int:
+    return (0 if cost is Cost.FREE else 2) + (0 if zdr else 1)
+
+
+def build_catalog(
+    routes: Sequence[Route],
+    zdr_model_ids: Iterable[str] | None = None,
+    *,
+    limit: int = 12,
+    account_cap: int = 8,
+    pool: Pool = "free",
+    require_zdr: bool = False,
+) -> Catalog:
+    """Select at most ``limit`` routes, round-robin across accounts inside each tier.
+
+    Pure and order-independent: any permutation of ``routes`` gives the same catalog.
+    """
+    if limit < 0 or account_cap < 0:
+        raise CatalogInputError("limit and account_cap must be 0 or more")
+    if pool not in ("free", "auto"):
+        raise CatalogInputError(f"pool {pool!r} is not allowed; use free or auto")
+    zdr_index = ZdrIndex(zdr_model_ids)
+    excluded: Counter[str] = Counter()
+    tiers: dict[int, dict[str, list[tuple[Route, bool]]]] = {}
+    for route in routes:
+        zdr = zdr_index.is_zdr(route.provider, route.model)
+        if route.cost is Cost.UNKNOWN:
+            excluded[EXCLUDED_UNKNOWN_COST] += 1
+        elif route.cost is Cost.PRICED and pool == "free":
+            excluded[EXCLUDED_POOL] += 1
+        elif require_zdr and not zdr:
+            excluded[EXCLUDED_NOT_ZDR] += 1
+        else:
+            tiers.setdefault(_tier(route.cost, zdr), {}).setdefault(route.account, []).append(
+                (route, zdr)
+            )
+
+    picked: list[tuple[Route, bool]] = []
+    per_account: Counter[str] = Counter()
+    for tier in sorted(tiers):
+        queues = {
+            account: sorted(items, key=lambda item: (item[0].model, item[0].agent_id))
+            for account, items in tiers[tier].items()
+        }
+        order = sorted(queues)
+        progress = True
+        while progress and len(picked) < limit:
+            progress = False
+            for account in order:
+                if len(picked) >= limit:
+                    break
+                if per_account[account] >= account_cap or not queues[account]:
+                    continue
+                picked.append(queues[account].pop(0))
+                per_account[account] += 1
+                progress = True
+        for account, left in queues.items():
+            reason = EXCLUDED_ACCOUNT_CAP if per_account[account] >= account_cap else EXCLUDED_LIMIT
+            if left:
+                excluded[reason] += len(left)
+
+    n = len(picked)
+    selected = [
+        CatalogEntry(route=route, cost=route.cost, zdr=zdr, priority=n - i)
+        for i, (route, zdr) in enumerate(picked)
+    ]
+    costs = Counter(route.cost for route in routes)
+    by_account = Counter(e.account for e in selected)
+    report = CatalogReport(
+        total_routes=len(routes),
+        free_routes=costs[Cost.FREE],
+        priced_routes=costs[Cost.PRICED],
+        unknown_routes=costs[Cost.UNKNOWN],
+        account_diversity=len(by_account),
+        selected_by_account=dict(sorted(by_account.items())),
+        zdr_selected=sum(1 for e in selected if e.zdr),
+        excluded=dict(sorted(excluded.items())),
+    )
+    return Catalog(selected=selected, report=report)
+
+
+def format_table(catalog: Catalog) -> str:
+    """The selection as an aligned table for people."""
+    if not catalog.selected:
+        lines = ["No routes selected."]
+    else:
+        header = ("priority", "agent_id", "account", "cost", "zdr")
+        rows = [
+            (str(e.priority), e.agent_id, e.account, e.cost.value, "yes" if e.zdr else "no")
+            for e in catalog.selected
+        ]
+        lines = [_align(header, rows)]
+    r = catalog.report
+    lines.append(
+        f"\n{len(catalog.selected)} selected of {r.total_routes} routes "
+        f"({r.free_routes} free, {r.priced_routes} priced, {r.unknown_routes} unknown cost); "
+        f"{r.account_diversity} accounts; {r.zdr_selected} ZDR"
+    )
+    if r.excluded:
+        lines.append("excluded: " + ", ".join(f"{k}={v}" for k, v in r.excluded.items()))
+    return "\n".join(lines)
+
+
+def _align(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    """Left-aligned columns separated by two spaces."""
+    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
+    out = []
+    for row in [header, *rows]:
+        out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
+    return "\n".join(out)
