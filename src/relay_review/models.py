@@ -150,3 +150,51 @@ class Catalog(BaseModel):
             "selected": [e.summary() for e in self.selected],
             "report": self.report.model_dump(),
         }
+
+
+class Readiness(StrEnum):
+    """What preflight concluded about a route."""
+
+    READY = "ready"
+    DEFERRED = "deferred"
+    REJECTED = "rejected"
+    TIMEOUT = "timeout"
+    UNPROBED = "unprobed"
+
+
+class Probe(BaseModel):
+    """Preflight's record for one catalog route (also for routes never probed)."""
+
+    agent_id: str
+    account: str
+    model: str
+    status: Readiness = Readiness.UNPROBED
+    http_status: int | None = None
+    first_byte_s: float | None = None
+    latency_s: float | None = None
+    detail: str = ""
+    retry_after: float | None = Field(None, exclude=True)
+    finished_at: float | None = Field(None, exclude=True, description="monotonic clock")
+    sent: bool = Field(False, exclude=True)
+
+
+class Attempt(BaseModel):
+    """One real (serving) request: which route, how far it got, how it ended, how long it took."""
+
+    agent_id: str
+    account: str
+    model: str
+    phase: str
+    outcome: str
+    http_status: int | None = None
+    elapsed_s: float
+    started_s: float = Field(description="seconds since the run started")
+    detail: str = ""
+
+
+class ServedBy(BaseModel):
+    """The route whose reply was used — and nothing else."""
+
+    agent_id: str
+    account: str
+    model: str

@@ -1,0 +1,68 @@
+"""``relay-review chat``: one chat request served with preflight and failover."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from relay_review import pipeline
+from relay_review.commands.common import (
+    add_catalog_args,
+    add_serving_args,
+    catalog_from_args,
+    policy_from_args,
+)
+from relay_review.errors import UsageError
+from relay_review.render import attempt_timeline, readiness_table
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "chat",
+        help="send one message through preflight + failover; prints who served and every attempt",
+        description="Serve one message over the catalog. Exit 0 when a route served, 1 when none "
+        "did before the deadline (the report is still printed), 2 on bad input.",
+    )
+    add_catalog_args(p)
+    add_serving_args(p)
+    msg = p.add_mutually_exclusive_group(required=True)
+    msg.add_argument("--message", metavar="TEXT", help="the user message")
+    msg.add_argument("--message-file", metavar="FILE", help="read the user message from FILE")
+    p.add_argument("--format", choices=("json", "text"), default="json")
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = policy_from_args(args)
+    catalog = catalog_from_args(args, policy)
+    if args.message_file:
+        try:
+            text = Path(args.message_file).read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"--message-file {args.message_file}: cannot read ({exc})") from None
+    else:
+        text = args.message
+    messages = [{"role": "user", "content": text}]
+    report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages))
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(
+            readiness_table(report["catalog"]["selected"], report["readiness"], report["served_by"])
+        )
+        print()
+        print(attempt_timeline(report["attempts"]))
+        print()
+        if report["served_by"]:
+            print(f"served by {report['served_by']['agent_id']} in {report['elapsed_s']:.2f}s")
+            print(report["reply"])
+        else:
+            print(f"no route served ({report['stopped']}) after {report['elapsed_s']:.2f}s")
+    if not report["served_by"]:
+        print(
+            f"relay-review chat: no route produced a reply ({report['stopped']})", file=sys.stderr
+        )
+        return 1
+    return 0

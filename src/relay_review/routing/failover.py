@@ -1,0 +1,223 @@
+"""Failover: the one retry loop. It decides which route to try next, and when to give up.
+
+Order of service: **ready** routes (by priority) -> **unprobed** routes (by priority; the real
+request is their probe) -> **deferred** routes (only those whose ``retry_after`` ends before the
+run deadline) -> never ``timeout`` or ``rejected`` routes. While probes are still in flight and no
+route is ready, the loop waits for the next probe result (never longer than the deadline); as soon
+as one route is ready it is served, whatever other probes are doing.
+
+After a failed attempt the route is out for the rest of the run (no timed re-admission: a breaker
+that re-admitted a stalled route every 30 s let it back in 29 times in one run). An auth or payment
+failure takes every route of that account out. The whole-run deadline bounds every wait and
+every attempt; when it passes the loop stops and reports.
+
+Decision table (outcome of a serving attempt -> what happens next):
+
+=====================  =============================================
+ok, reply accepted     stop: ``served_by`` is this route
+ok, reply refused      route out (counted as ``bad_reply``), next route
+rate_limited           route out, next route
+server_error / 408     route out, next route
+timeout (any phase)    route out, next route
+connection_error       route out, next route
+not_found, bad_request route out, next route
+context_too_long       route out, next route
+bad_reply              route out, next route
+auth_failed (401/403)  every route of the account out, next route
+payment_required (402) every route of the account out, next route
+deadline passed        stop, no reply
+=====================  =============================================
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import httpx
+
+from relay_review.models import (
+    Attempt,
+    CatalogEntry,
+    Deadlines,
+    Outcome,
+    OutcomeKind,
+    Readiness,
+    ServedBy,
+)
+from relay_review.routing.preflight import (
+    ACCOUNT_WIDE,
+    ChatFn,
+    ReadinessBoard,
+    api_key_for,
+    outcome_detail,
+)
+
+log = logging.getLogger("relay_review.failover")
+
+#: A reply check: (route, ok outcome) -> (accepted, value, why-not). Async so it may talk to the
+#: same route again (the review's single repair round).
+Accept = Callable[[CatalogEntry, Outcome], Awaitable[tuple[bool, Any, str]]]
+
+
+@dataclass
+class ServeResult:
+    """What serving came to: the reply (if any), who served it, and every attempt."""
+
+    reply: str | None = None
+    value: Any = None
+    served_by: ServedBy | None = None
+    attempts: list[Attempt] = field(default_factory=list)
+    stopped: str = "exhausted"  # served | deadline | exhausted
+
+    @property
+    def ok(self) -> bool:
+        return self.served_by is not None
+
+
+def attempt_phase(outcome: Outcome) -> str:
+    """How far an attempt got: the timeout's phase, or where the answer was read."""
+    if outcome.kind is OutcomeKind.TIMEOUT and outcome.phase:
+        return outcome.phase.value
+    if outcome.kind is OutcomeKind.CONNECTION_ERROR:
+        return "connect"
+    if outcome.kind in (OutcomeKind.OK, OutcomeKind.BAD_REPLY):
+        return "stream"
+    return "response"
+
+
+def next_route(
+    board: ReadinessBoard, used: set[str], now: float, deadline_at: float
+) -> tuple[CatalogEntry | None, float]:
+    """Pick the next route, or say how long to wait for news (pure over the board's state).
+
+    Returns ``(entry, 0)`` to serve now, ``(entry, s)`` to serve after sleeping ``s`` seconds (a
+    deferred route), ``(None, s>0)`` to wait for a probe result, ``(None, 0)`` when nothing is left.
+    """
+    entries = [e for e in board.entries if e.agent_id not in used]  # catalog = priority order
+    for e in entries:
+        if board.status(e.agent_id) is Readiness.READY:
+            return e, 0.0
+    if not board.finished:
+        return None, max(0.0, deadline_at - now)
+    for e in entries:
+        probe = board.probes[e.agent_id]
+        if probe.status is Readiness.UNPROBED and not probe.sent:
+            return e, 0.0
+    for e in entries:
+        probe = board.probes[e.agent_id]
+        if probe.status is Readiness.DEFERRED:
+            available_at = (probe.finished_at or now) + (probe.retry_after or 0.0)
+            if available_at < deadline_at:
+                return e, max(0.0, available_at - now)
+    return None, 0.0
+
+
+async def serve(
+    board: ReadinessBoard,
+    *,
+    chat: ChatFn,
+    client: httpx.AsyncClient,
+    environ: Mapping[str, str],
+    messages: list[dict],
+    deadlines: Deadlines,
+    deadline_at: float,
+    run_started: float,
+    accept: Accept | None = None,
+    max_tokens: int | None = None,
+    extra_body: dict | None = None,
+    used: set[str] | None = None,
+    clock: Callable[[], float] = time.monotonic,
+    sleep: Callable[[float], Awaitable[Any]] | None = None,
+) -> ServeResult:
+    """Serve ``messages`` over the board's routes until one reply is accepted or time runs out.
+
+    ``used`` (shared between concurrent callers) holds routes already taken or failed this run.
+    """
+    import asyncio
+
+    sleep = sleep or asyncio.sleep
+    used = used if used is not None else set()
+    result = ServeResult()
+    while True:
+        now = clock()
+        if now >= deadline_at:
+            result.stopped = "deadline"
+            break
+        entry, wait = next_route(board, used, now, deadline_at)
+        if entry is None:
+            if wait <= 0:
+                result.stopped = "exhausted"
+                break
+            await board.wait_change(min(wait, deadline_at - now))
+            continue
+        if wait > 0:
+            log.info("waiting %.1fs for deferred route %s (retry-after)", wait, entry.agent_id)
+            await sleep(min(wait, deadline_at - now))
+            continue
+        used.add(entry.agent_id)
+        key = api_key_for(entry, environ)
+        if key is None:
+            board.set(entry.agent_id, status=Readiness.REJECTED, detail="missing key")
+            continue
+        remaining = deadline_at - clock()
+        bounds = Deadlines(
+            connect=min(deadlines.connect, remaining),
+            first_byte=min(deadlines.first_byte, remaining),
+            idle=min(deadlines.idle, remaining),
+            attempt=min(deadlines.attempt, remaining),
+        )
+        started = clock()
+        outcome = await chat(
+            client,
+            base_url=entry.route.base_url or "",
+            api_key=key,
+            model=entry.route.model,
+            messages=messages,
+            deadlines=bounds,
+            max_tokens=max_tokens,
+            extra_body=extra_body,
+        )
+        accepted, value, why = (outcome.ok, None, "")
+        if outcome.ok and accept is not None:
+            accepted, value, why = await accept(entry, outcome)
+        kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
+        detail = outcome_detail(outcome) if not outcome.ok else why
+        attempt = Attempt(
+            agent_id=entry.agent_id,
+            account=entry.account,
+            model=entry.route.model,
+            phase=attempt_phase(outcome),
+            outcome=kind,
+            http_status=outcome.http_status,
+            elapsed_s=round(clock() - started, 3),
+            started_s=round(started - run_started, 3),
+            detail=detail,
+        )
+        result.attempts.append(attempt)
+        log.info(
+            "attempt %d: route=%s account=%s phase=%s outcome=%s http=%s elapsed=%.2fs%s",
+            len(result.attempts),
+            attempt.agent_id,
+            attempt.account,
+            attempt.phase,
+            attempt.outcome,
+            attempt.http_status if attempt.http_status is not None else "-",
+            attempt.elapsed_s,
+            f" ({detail})" if detail and not accepted else "",
+        )
+        if accepted:
+            result.reply = outcome.content
+            result.value = value
+            result.served_by = ServedBy(
+                agent_id=entry.agent_id, account=entry.account, model=entry.route.model
+            )
+            result.stopped = "served"
+            break
+        if outcome.kind in ACCOUNT_WIDE:
+            board.reject_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
+            used.update(e.agent_id for e in board.entries if e.account == entry.account)
+    return result

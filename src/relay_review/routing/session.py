@@ -1,0 +1,142 @@
+"""A routing session: one run's deadline, HTTP client, preflight in the background, and serving.
+
+Usage::
+
+    async with RoutingSession(entries, preflight=..., serving=..., environ=os.environ) as s:
+        result = await s.serve(messages)
+    s.readiness()   # every catalog route's fate, in catalog order
+
+The session starts preflight at once and lets serving begin on the first ready route; when the
+session closes, probes still in flight are cancelled and reported as abandoned. The run deadline
+starts when the session is created and bounds probes and serving alike.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import httpx
+
+from relay_review.models import CatalogEntry, Readiness
+from relay_review.routing.failover import Accept, ServeResult, serve
+from relay_review.routing.preflight import ChatFn, ReadinessBoard, run_preflight
+from relay_review.settings import PreflightPolicy, ServingPolicy
+
+
+def default_chat() -> ChatFn:
+    """The real chat call (imported late so pure users of routing need no HTTP stack)."""
+    from relay_review.providers.chat import chat_call
+
+    return chat_call
+
+
+class RoutingSession:
+    """Preflight + failover over one catalog, under one whole-run deadline."""
+
+    def __init__(
+        self,
+        entries: Sequence[CatalogEntry],
+        *,
+        preflight: PreflightPolicy,
+        serving: ServingPolicy,
+        environ: Mapping[str, str],
+        chat: ChatFn | None = None,
+        clock: Callable[[], float] = time.monotonic,
+        started_at: float | None = None,
+    ) -> None:
+        self.preflight = preflight
+        self.serving = serving
+        self.environ = environ
+        self.chat = chat or default_chat()
+        self.clock = clock
+        self.started_at = started_at if started_at is not None else clock()
+        self.deadline_at = self.started_at + serving.deadline
+        self.board = ReadinessBoard(entries)
+        self.used: set[str] = set()
+        self._client: httpx.AsyncClient | None = None
+        self._preflight_task: asyncio.Task | None = None
+
+    async def __aenter__(self) -> RoutingSession:
+        self._client = httpx.AsyncClient(
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
+            follow_redirects=False,
+        )
+        self._preflight_task = asyncio.create_task(
+            run_preflight(
+                self.board,
+                chat=self.chat,
+                client=self._client,
+                environ=self.environ,
+                probe_budget=self.preflight.probe_budget,
+                probe_timeout=self.preflight.probe_timeout,
+                connect_timeout=self.serving.connect,
+                deadline_at=self.deadline_at,
+                clock=self.clock,
+            )
+        )
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    async def serve(
+        self,
+        messages: list[dict],
+        *,
+        accept: Accept | None = None,
+        max_tokens: int | None = None,
+        extra_body: dict | None = None,
+    ) -> ServeResult:
+        """Serve one request over the catalog (routes already used this run are skipped)."""
+        assert self._client is not None, "use the session as an async context manager"
+        return await serve(
+            self.board,
+            chat=self.chat,
+            client=self._client,
+            environ=self.environ,
+            messages=messages,
+            deadlines=self.serving.deadlines(),
+            deadline_at=self.deadline_at,
+            run_started=self.started_at,
+            accept=accept,
+            max_tokens=max_tokens,
+            extra_body=extra_body,
+            used=self.used,
+            clock=self.clock,
+        )
+
+    async def wait_preflight(self) -> None:
+        """Wait until every budgeted probe has answered or timed out (the ``preflight`` command)."""
+        if self._preflight_task is not None:
+            await self._preflight_task
+
+    async def close(self) -> None:
+        """Cancel probes still in flight (marking them abandoned) and close the client."""
+        task, self._preflight_task = self._preflight_task, None
+        if task is not None and not task.done():
+            for agent_id in list(self.board.in_flight):
+                self.board.set(
+                    agent_id,
+                    status=Readiness.UNPROBED,
+                    detail="probe sent, abandoned when the run finished",
+                )
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        if self._client is not None:
+            await self._client.aclose()
+            self._client = None
+
+    def elapsed(self) -> float:
+        return round(self.clock() - self.started_at, 3)
+
+    def readiness(self) -> list[dict]:
+        """Every catalog route's preflight record, in catalog order (the interface's shape)."""
+        return [p.model_dump() for p in self.board.rows()]
+
+    @property
+    def probes_sent(self) -> int:
+        return self.board.probes_sent
