@@ -98,3 +98,213 @@ def attempt_timeline(attempts: Sequence[Mapping[str, Any]]) -> str:
     if not attempts:
         return "No serving attempts."
     return align(ATTEMPT_HEADER, attempt_rows(attempts))
+
+
+# --------------------------------------------------------------------------------------------
+# Markdown (the sticky PR comment and the step summary)
+
+COMMENT_LIMIT = 65_536
+DECISION_TITLES = {
+    "request_changes": "🔴 Changes requested",
+    "comment": "💬 Comments",
+    "approve": "✅ No findings",
+    "unavailable": "⚠️ Review unavailable",
+}
+_MD_SPECIAL = str.maketrans(
+    {c: f"\\{c}" for c in "\\`*_{}[]()#!|~"}
+    | {"<": "&lt;", ">": "&gt;", "&": "&amp;", "\r": " ", "\n": " "}
+)
+
+
+def md_text(value: Any, limit: int = 1000) -> str:
+    """Hostile text made inert for Markdown: escaped, one line, mentions broken, length-capped."""
+    text = str(value)
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    return text.translate(_MD_SPECIAL).replace("@", "@\u200b")
+
+
+def md_code(value: Any, limit: int = 200) -> str:
+    """Hostile text shown as inline code (backticks cannot close it early)."""
+    text = str(value).replace("\r", " ").replace("\n", " ")
+    if len(text) > limit:
+        text = text[: limit - 1] + "…"
+    longest = 0
+    run = 0
+    for ch in text:
+        run = run + 1 if ch == "`" else 0
+        longest = max(longest, run)
+    fence = "`" * (longest + 1)
+    pad = " " if text.startswith("`") or text.endswith("`") or not text else ""
+    return f"{fence}{pad}{text}{pad}{fence}"
+
+
+def _md_cell(value: Any) -> str:
+    """A table cell: numbers as they are, text escaped."""
+    if value is None or isinstance(value, int | float):
+        return _cell(value)
+    return md_text(value, 200)
+
+
+def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    """A GitHub-flavoured Markdown table; cells must already be Markdown-safe."""
+    out = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    out += ["| " + " | ".join(_cell(c) for c in row) + " |" for row in rows]
+    return "\n".join(out)
+
+
+def _finding_link(f: Mapping[str, Any], ctx: Mapping[str, Any]) -> str:
+    """``path:line`` as a link to the head (RIGHT) or base (LEFT) commit, when the PR is known."""
+    label = md_code(f"{f['path']}:{f['line']}{' (old)' if f.get('side') == 'LEFT' else ''}")
+    sha = ctx.get("base_sha") if f.get("side") == "LEFT" else ctx.get("head_sha")
+    if not (ctx.get("server_url") and ctx.get("repo") and sha):
+        return label
+    from urllib.parse import quote
+
+    url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f['path']))}#L{int(f['line'])}"
+    return f"[{label}]({url})"
+
+
+def _findings_md(findings: Sequence[Mapping[str, Any]], ctx: Mapping[str, Any]) -> str:
+    lines = []
+    for f in findings:
+        quote = f" — {md_code(f['quote'], 120)}" if f.get("quote") else ""
+        lines.append(
+            f"- **{md_text(f['severity'], 10)}** {_finding_link(f, ctx)}: "
+            f"{md_text(f['message'])}{quote}"
+        )
+    return "\n".join(lines)
+
+
+def _details(summary: str, body: str) -> str:
+    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+
+
+def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
+    """(name, full Markdown, shortened Markdown) for each part of the comment, in display order."""
+    ctx = report.get("context") or {}
+    decision = report.get("decision", "unavailable")
+    findings = report.get("findings") or []
+    unverified = report.get("unverified") or []
+    files = report.get("files") or []
+    skipped = [f for f in files if f.get("status") != "reviewed"]
+    catalog = (report.get("catalog") or {}).get("selected") or []
+    attempts = report.get("attempts") or []
+    served = report.get("served_by")
+
+    head = f"## relay-review: {DECISION_TITLES.get(decision, md_text(decision))}"
+    if decision == "unavailable":
+        why = report.get("why") or "no route produced a valid verdict before the deadline"
+        summary = f"No verdict: {md_text(why)}. Every route's fate is in the table below."
+    else:
+        summary = md_text(report.get("summary") or "", 4000)
+    sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{summary[:2000]}")]
+
+    if findings:
+        full = f"### Findings ({len(findings)} verified)\n\n{_findings_md(findings, ctx)}"
+        short = (
+            f"### Findings ({len(findings)} verified)\n\n{_findings_md(findings[:50], ctx)}\n\n"
+            f"_{len(findings) - 50} more findings are in the JSON report._"
+        )
+        sections.append(("findings", full, short if len(findings) > 50 else full))
+    elif decision != "unavailable":
+        sections.append(("findings", "No verified findings.", "No verified findings."))
+
+    if unverified:
+        body = "\n".join(
+            f"- {md_code(str(u.get('path')) + ':' + str(u.get('line')))}: "
+            f"{md_text(u.get('message', ''), 300)} — "
+            f"_rejected: {md_text(u.get('reason', ''), 300)}_"
+            for u in unverified
+        )
+        title = f"Unverified findings ({len(unverified)}): cited lines not in the diff; not counted"
+        sections.append(
+            (
+                "unverified",
+                _details(title, body),
+                f"_{len(unverified)} unverified findings omitted._",
+            )
+        )
+
+    if skipped:
+        body = "\n".join(
+            f"- {md_code(f.get('path'))}: {md_text(f.get('reason') or f.get('status'), 200)}"
+            for f in skipped
+        )
+        title = f"Files not reviewed ({len(skipped)} of {len(files)})"
+        sections.append(
+            ("files", _details(title, body), f"_{len(skipped)} files were not reviewed._")
+        )
+
+    rows = [
+        [_md_cell(c) for c in row]
+        for row in readiness_rows(catalog, report.get("readiness") or [], served)
+    ]
+    served_line = f"Served by {md_code(served['agent_id'])}." if served else "No route served."
+    table = md_table(READINESS_HEADER, rows) if rows else "No routes were selected."
+    full = f"### Routes: selection and readiness\n\n{table}\n\n{served_line}"
+    keep = [r for r in rows if r[-1]] + [r for r in rows if not r[-1]][:10]
+    short = (
+        f"### Routes: selection and readiness\n\n{md_table(READINESS_HEADER, keep)}\n\n"
+        f"{served_line} _{len(rows) - len(keep)} rows omitted._"
+    )
+    sections.append(("readiness", full, short if len(keep) < len(rows) else full))
+
+    if attempts:
+        arows = [[_md_cell(c) for c in row] for row in attempt_rows(attempts)]
+        sections.append(
+            (
+                "attempts",
+                _details(f"Attempt timeline ({len(attempts)})", md_table(ATTEMPT_HEADER, arows)),
+                f"_{len(attempts)} attempts omitted._",
+            )
+        )
+
+    foot = []
+    if report.get("provenance"):
+        foot.append(f"policy {md_code(report['provenance'], 200)}")
+    foot.append(f"{len(catalog)} routes")
+    if report.get("probes_sent") is not None:
+        foot.append(f"{report['probes_sent']} probes")
+    if report.get("elapsed_s") is not None:
+        foot.append(f"{float(report['elapsed_s']):.1f} s")
+    foot.append("decision computed from verified findings, never taken from the model")
+    text = "<sub>" + " · ".join(foot) + "</sub>"
+    sections.append(("footer", text, text))
+    return sections
+
+
+#: Which parts give way first when the comment is too long.
+TRUNCATION_ORDER = ("attempts", "unverified", "files", "readiness", "findings", "head")
+
+
+def comment_markdown(
+    report: Mapping[str, Any], *, marker: str = "", limit: int = COMMENT_LIMIT
+) -> str:
+    """The sticky comment body: fits ``limit`` characters, shortening the least important first."""
+    sections = comment_sections(report)
+    chosen = {name: full for name, full, _ in sections}
+    shortened: list[str] = []
+
+    def body() -> str:
+        parts = [chosen[name] for name, _, _ in sections]
+        if shortened:
+            parts.insert(
+                -1,
+                f"_Shortened to fit GitHub's {limit:,}-character limit: {', '.join(shortened)}. "
+                "The full report is in the workflow's JSON report._",
+            )
+        return (marker + "\n" if marker else "") + "\n\n".join(parts) + "\n"
+
+    text = body()
+    shorts = {name: short for name, _, short in sections}
+    for name in TRUNCATION_ORDER:
+        if len(text) <= limit:
+            break
+        if name in chosen and chosen[name] != shorts[name]:
+            chosen[name] = shorts[name]
+            shortened.append(name)
+            text = body()
+    if len(text) > limit:
+        text = text[: limit - 40] + "\n\n_[cut at the size limit]_\n"
+    return text

@@ -1,0 +1,168 @@
+"""Rendering: hostile text made inert, the readiness table, and the comment's size limit."""
+
+from __future__ import annotations
+
+from relay_review.render import comment_markdown, md_code, md_text, readiness_table
+
+
+def report(**over):
+    base = {
+        "decision": "request_changes",
+        "summary": "Looks risky.",
+        "findings": [
+            {
+                "path": "src/app.py",
+                "line": 12,
+                "side": "RIGHT",
+                "quote": "eval(x)",
+                "severity": "high",
+                "message": "eval on input",
+            }
+        ],
+        "unverified": [
+            {"path": "a.py", "line": 99, "message": "m", "reason": "line 99 is not a changed line"}
+        ],
+        "files": [
+            {"path": "src/app.py", "status": "reviewed", "reason": ""},
+            {"path": "logo.png", "status": "skipped", "reason": "binary"},
+        ],
+        "catalog": {
+            "selected": [
+                {
+                    "agent_id": "a/m1",
+                    "account": "a",
+                    "provider": "p",
+                    "model": "m1",
+                    "cost": "free",
+                    "zdr": True,
+                    "priority": 2,
+                },
+                {
+                    "agent_id": "b/m2",
+                    "account": "b",
+                    "provider": "p",
+                    "model": "m2",
+                    "cost": "free",
+                    "zdr": False,
+                    "priority": 1,
+                },
+            ]
+        },
+        "readiness": [
+            {
+                "agent_id": "a/m1",
+                "status": "timeout",
+                "http_status": None,
+                "first_byte_s": None,
+                "latency_s": 10.0,
+            },
+            {
+                "agent_id": "b/m2",
+                "status": "ready",
+                "http_status": 200,
+                "first_byte_s": 0.3,
+                "latency_s": 0.5,
+            },
+        ],
+        "served_by": {"agent_id": "b/m2", "account": "b", "model": "m2"},
+        "attempts": [
+            {
+                "agent_id": "b/m2",
+                "phase": "stream",
+                "outcome": "ok",
+                "http_status": 200,
+                "elapsed_s": 1.2,
+                "started_s": 0.5,
+            }
+        ],
+        "elapsed_s": 1.7,
+        "probes_sent": 2,
+        "provenance": "octo/policy@0123456789ab (resolved from main)",
+        "context": {
+            "server_url": "https://github.com",
+            "repo": "octo/app",
+            "head_sha": "f" * 40,
+            "base_sha": "e" * 40,
+        },
+    }
+    base.update(over)
+    return base
+
+
+def test_md_text_neutralises_markup_mentions_and_newlines():
+    out = md_text("<img src=x onerror=alert(1)> @admin [x](http://evil)\n# title")
+    assert "<img" not in out and "&lt;img" in out
+    assert "@\u200badmin" in out
+    assert "\n" not in out
+    assert "\\[x\\]\\(http://evil\\)" in out
+
+
+def test_md_code_cannot_be_closed_by_backticks():
+    out = md_code("a ``` b")
+    assert out.startswith("````") and out.endswith("````")
+
+
+def test_comment_has_decision_findings_table_and_served_route():
+    body = comment_markdown(report(), marker="<!-- m -->")
+    assert body.startswith("<!-- m -->\n## relay-review: 🔴 Changes requested")
+    assert f"/octo/app/blob/{'f' * 40}/src/app.py#L12" in body
+    assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | SERVED |" in body
+    assert "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 |  |" in body
+    assert "Files not reviewed (1 of 2)" in body and "binary" in body
+    assert "Unverified findings (1)" in body
+    assert "octo/policy@0123456789ab (resolved from main)" in body
+
+
+def test_unavailable_comment_still_shows_every_route():
+    body = comment_markdown(
+        report(decision="unavailable", findings=[], served_by=None, why="deadline passed")
+    )
+    assert "⚠️ Review unavailable" in body and "deadline passed" in body
+    assert "No route served." in body
+    assert body.count("| free") == 2
+
+
+def test_comment_fits_the_limit_and_says_what_was_shortened():
+    many = [
+        {
+            "agent_id": f"acct/m{i}",
+            "phase": "first_byte",
+            "outcome": "timeout",
+            "http_status": None,
+            "elapsed_s": 20.0,
+            "started_s": float(i),
+        }
+        for i in range(3000)
+    ]
+    findings = [
+        {
+            "path": f"f{i}.py",
+            "line": i + 1,
+            "side": "RIGHT",
+            "quote": "x" * 100,
+            "severity": "low",
+            "message": "y" * 400,
+        }
+        for i in range(400)
+    ]
+    body = comment_markdown(report(attempts=many, findings=findings), limit=65_536)
+    assert len(body) <= 65_536
+    assert "Shortened to fit" in body and "attempts" in body
+    assert "SERVED" in body  # the readiness table outranks the attempt timeline
+
+
+def test_readiness_table_text_marks_served_route():
+    r = report()
+    text = readiness_table(r["catalog"]["selected"], r["readiness"], r["served_by"])
+    assert text.splitlines()[0].split() == [
+        "prio",
+        "account",
+        "model",
+        "tier",
+        "preflight",
+        "http",
+        "first_byte_s",
+        "latency_s",
+        "served",
+    ]
+    assert text.splitlines()[2].endswith("SERVED")
