@@ -16,7 +16,10 @@ from relay_review.errors import UsageError
 
 #: command name -> module implementing it (imported lazily so ``--help`` stays fast).
 COMMANDS: dict[str, str] = {
+    "discover": "relay_review.commands.discover",
     "catalog": "relay_review.commands.catalog",
+    "preflight": "relay_review.commands.preflight",
+    "chat": "relay_review.commands.chat",
 }
 
 
@@ -42,6 +45,7 @@ def main(argv: list[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
+    logging.getLogger("httpx").setLevel(logging.WARNING)  # per-request lines add noise, not facts
     module = importlib.import_module(COMMANDS[args.command])
     try:
         return int(module.run(args))

@@ -1,0 +1,557 @@
+"""Route discovery: list each account's models, keep the chat-capable ones, attach price evidence.
+
+Every account with a key is asked ``GET {base_url}/models`` concurrently, each request bounded by
+``[discovery] timeout`` (an :class:`httpx.Timeout` per phase and an :func:`asyncio.timeout` over
+the whole request). One account failing (timeout, HTTP error, connection error, bad JSON, wrong
+shape) is recorded under ``errors`` and does not stop the others. Error texts never contain a key:
+keys are only sent as ``Authorization: Bearer`` to the account's own base URL, and every error
+text is scrubbed of every key value before it is recorded.
+
+**Which models are kept** (chat-capable text models), first rule that applies:
+
+1. Modalities declared by the listing: OpenRouter's ``architecture.output_modalities`` must
+   contain ``"text"`` and ``architecture.input_modalities`` (when present) must contain ``"text"``;
+   the older ``architecture.modality`` string (``"text+image->text"``) is read the same way.
+2. Modalities declared by Models.dev (``modalities.input`` / ``modalities.output``) for the model
+   joined by exact id (accounts with ``pricing = "models.dev"``).
+3. A name filter, for listings that declare nothing (NVIDIA, OpenCode, self-hosted servers). The
+   lower-cased model id is dropped when it contains one of :data:`NON_CHAT_SUBSTRINGS`
+   (``embed``, ``rerank``, ``retriever`` (``nemoretriever``), ``whisper``, ``parakeet``,
+   ``speech``, ``transcri``, ``audio``, ``stable-diffusion``, ``sdxl``, ``flux``, ``dall-e``,
+   ``imagen``, ``guard``, ``safety``, ``moderation``, ``nvclip``, ``deplot``) or has one of
+   :data:`NON_CHAT_TOKENS` as a whole ``-``/``_``/``/``/``.``-separated word (``asr``, ``tts``,
+   ``stt``, ``clip``, ``ocr``, ``bge``, ``canary``, ``riva``, ``fastpitch``, ``hifigan``, ``sd3``).
+
+Ids that are empty, contain whitespace or control characters, or repeat within one listing are
+skipped (a repeat would make two routes with one ``agent_id``).
+
+**Price evidence** (``prompt_price_per_1k`` / ``completion_price_per_1k``, USD per 1,000 tokens;
+``null`` means unknown, and the catalog never selects an unknown route):
+
+- ``listing`` (OpenRouter): ``pricing.prompt`` / ``pricing.completion`` are strings in USD per
+  *token*, multiplied by 1000 (exactly, with :class:`~decimal.Decimal`). When both are 0 but any
+  other price field (``request``, ``image``, ``web_search``, ``input_cache_read``, ...) is above
+  0 or unreadable, the route is **not** free and its per-token price does not say what it costs:
+  both prices are ``null`` and ``price_note`` says why. ``discount`` is not a price and is
+  ignored. A negative price (OpenRouter's ``-1`` for variable-priced routers) is ``null`` too.
+  A ``:free`` suffix decides nothing.
+- ``models.dev``: https://models.dev/api.json is fetched once when some account needs it, and
+  the model is joined by exact id under the account's Models.dev provider key (``nvidia``,
+  ``opencode``, ``opencode-go``). Its ``cost`` numbers are USD per *million* tokens, divided by
+  1000. Every cost field 0 -> 0.0 / 0.0; ``input`` and ``output`` both 0 while another cost field
+  is above 0 -> ``null`` as above; ``cost`` missing, or without ``input`` and ``output`` ->
+  ``null``. Not in Models.dev, or Models.dev unreachable -> ``null``.
+- ``declared-free`` -> 0.0 / 0.0. ``unknown`` -> ``null``.
+
+Routes with ``null`` prices carry a ``price_note``. ``context_length`` comes from the listing
+(``context_length``, ``top_provider.context_length`` or vLLM's ``max_model_len``) or else
+Models.dev's ``limit.context``; ``null`` when neither says.
+
+When an ``openrouter`` account has a key, OpenRouter's ZDR feed is fetched too and saved,
+byte for byte, beside the report as ``<report stem>.zdr.json``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import re
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import httpx
+
+from relay_review import __version__
+from relay_review.settings import Account, DiscoveryPolicy, has_key
+
+logger = logging.getLogger(__name__)
+
+NON_CHAT_SUBSTRINGS: tuple[str, ...] = (
+    "embed",
+    "rerank",
+    "retriever",
+    "whisper",
+    "parakeet",
+    "speech",
+    "transcri",
+    "audio",
+    "stable-diffusion",
+    "stable_diffusion",
+    "sdxl",
+    "flux",
+    "dall-e",
+    "imagen",
+    "guard",
+    "safety",
+    "moderation",
+    "nvclip",
+    "deplot",
+)
+NON_CHAT_TOKENS: frozenset[str] = frozenset(
+    {"asr", "tts", "stt", "clip", "ocr", "bge", "canary", "riva", "fastpitch", "hifigan", "sd3"}
+)
+IGNORED_PRICE_FIELDS: frozenset[str] = frozenset({"discount"})
+
+ZDR_ERROR_ACCOUNT = "openrouter-zdr"
+MODELS_DEV_ERROR_ACCOUNT = "models.dev"
+
+_TOKEN_SPLIT = re.compile(r"[-_/.:\s]+")
+_DETAIL_LIMIT = 200
+
+
+class PriceEvidence(NamedTuple):
+    """Per-1k prompt and completion prices (None = unknown) and, when unknown, why."""
+
+    prompt: float | None
+    completion: float | None
+    note: str | None = None
+
+
+@dataclass
+class AccountSummary:
+    """How discovery went for one account, for the progress lines (never holds a key)."""
+
+    account: str
+    kind: str
+    status: str  # "ok", "error" or "skipped"
+    listed: int = 0
+    kept: int = 0
+    error: str | None = None
+
+
+@dataclass
+class DiscoveryResult:
+    """The discovery report (``routes``, ``errors``, ``zdr_feed``) and the ZDR feed's bytes."""
+
+    routes: list[dict[str, Any]] = field(default_factory=list)
+    errors: list[dict[str, str]] = field(default_factory=list)
+    zdr_feed: bytes | None = None
+    accounts: list[AccountSummary] = field(default_factory=list)
+
+    def report(self, zdr_feed_name: str | None) -> dict[str, Any]:
+        """The report as JSON-ready data; ``zdr_feed_name`` names the saved feed, if any."""
+        return {"routes": self.routes, "errors": self.errors, "zdr_feed": zdr_feed_name}
+
+
+class _FetchError(Exception):
+    """A failed fetch, already phrased for the report (and scrubbed of keys)."""
+
+
+# --------------------------------------------------------------------------------------------
+# pure rules
+
+
+def is_chat_model(entry: Mapping[str, Any], declared: Mapping[str, Any] | None = None) -> bool:
+    """Whether a listing entry is a chat-capable text model: declared modalities, else its name.
+
+    ``declared`` is the Models.dev record joined to this model, if any.
+    """
+    verdict = _declared_text_chat(entry.get("architecture"))
+    if verdict is None and isinstance(declared, Mapping):
+        modalities = declared.get("modalities")
+        if isinstance(modalities, Mapping):
+            verdict = _modalities_verdict(modalities.get("input"), modalities.get("output"))
+    if verdict is not None:
+        return verdict
+    return chat_by_name(str(entry.get("id", "")))
+
+
+def chat_by_name(model_id: str) -> bool:
+    """The documented name filter: False for embedding, rerank, speech, image and guard models."""
+    lowered = model_id.lower()
+    if any(part in lowered for part in NON_CHAT_SUBSTRINGS):
+        return False
+    return not any(token in NON_CHAT_TOKENS for token in _TOKEN_SPLIT.split(lowered))
+
+
+def _declared_text_chat(architecture: Any) -> bool | None:
+    """Read OpenRouter's ``architecture``; None when it declares no modalities."""
+    if not isinstance(architecture, Mapping):
+        return None
+    verdict = _modalities_verdict(
+        architecture.get("input_modalities"), architecture.get("output_modalities")
+    )
+    if verdict is not None:
+        return verdict
+    modality = architecture.get("modality")
+    if isinstance(modality, str) and "->" in modality:
+        inputs, _, outputs = modality.partition("->")
+        return _modalities_verdict(inputs.split("+"), outputs.split("+"))
+    return None
+
+
+def _modalities_verdict(inputs: Any, outputs: Any) -> bool | None:
+    """Text in and text out, from declared lists; None when the output list is not declared."""
+    if not isinstance(outputs, list):
+        return None
+    outs = {str(x).strip().lower() for x in outputs}
+    ins = {str(x).strip().lower() for x in inputs} if isinstance(inputs, list) else {"text"}
+    return "text" in outs and "text" in ins
+
+
+def _number(value: Any) -> Decimal | None:
+    """A finite price from a JSON number or numeric string; None for anything else."""
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        return None
+    try:
+        number = Decimal(str(value).strip())
+    except InvalidOperation:
+        return None
+    return number if number.is_finite() else None
+
+
+def listing_prices(pricing: Any) -> PriceEvidence:
+    """Price evidence from an OpenRouter ``pricing`` object (USD per token, as strings)."""
+    if not isinstance(pricing, Mapping):
+        return PriceEvidence(None, None, "the listing has no pricing")
+    prompt, completion = _number(pricing.get("prompt")), _number(pricing.get("completion"))
+    if prompt is None or completion is None:
+        return PriceEvidence(None, None, "the listing has no numeric prompt and completion price")
+    if prompt < 0 or completion < 0:
+        return PriceEvidence(None, None, "the listing gives a negative (variable) price")
+    if prompt == 0 and completion == 0:
+        for name in sorted(pricing):
+            if name in ("prompt", "completion") or name in IGNORED_PRICE_FIELDS:
+                continue
+            other = _number(pricing[name])
+            if other is None or other != 0:
+                return PriceEvidence(
+                    None,
+                    None,
+                    f"prompt and completion are 0 but pricing.{name} is "
+                    f"{_clip(str(pricing[name]), 40)}: not free, per-token price unknown",
+                )
+        return PriceEvidence(0.0, 0.0)
+    return PriceEvidence(float(prompt * 1000), float(completion * 1000))
+
+
+def models_dev_prices(record: Any, provider: str | None) -> PriceEvidence:
+    """Price evidence from a Models.dev model record (``cost`` in USD per million tokens)."""
+    if not isinstance(record, Mapping):
+        return PriceEvidence(None, None, f"not listed in models.dev under provider {provider!r}")
+    cost = record.get("cost")
+    if not isinstance(cost, Mapping):
+        return PriceEvidence(None, None, "models.dev gives no cost for this model")
+    leaves = list(_cost_leaves(cost))
+    if any(value is None or value < 0 for value in leaves):
+        return PriceEvidence(None, None, "models.dev cost has a value that is not a price")
+    prompt, completion = _number(cost.get("input")), _number(cost.get("output"))
+    if prompt is None or completion is None:
+        return PriceEvidence(None, None, "models.dev cost lacks input or output")
+    if prompt == 0 and completion == 0:
+        if all(value == 0 for value in leaves):
+            return PriceEvidence(0.0, 0.0)
+        return PriceEvidence(
+            None, None, "models.dev input and output are 0 but another cost field is not"
+        )
+    return PriceEvidence(float(prompt / 1000), float(completion / 1000))
+
+
+def _cost_leaves(cost: Mapping[str, Any]) -> Iterable[Decimal | None]:
+    """Every number in a Models.dev ``cost`` table, nested tiers included."""
+    for value in cost.values():
+        if isinstance(value, Mapping):
+            yield from _cost_leaves(value)
+        else:
+            yield _number(value)
+
+
+def context_length(entry: Mapping[str, Any], record: Any = None) -> int | None:
+    """The model's context window from the listing, else from its Models.dev record."""
+    top = entry.get("top_provider")
+    candidates = [
+        entry.get("context_length"),
+        top.get("context_length") if isinstance(top, Mapping) else None,
+        entry.get("max_model_len"),
+    ]
+    if isinstance(record, Mapping) and isinstance(record.get("limit"), Mapping):
+        candidates.append(record["limit"].get("context"))
+    for value in candidates:
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+        if isinstance(value, float) and value.is_integer() and value > 0:
+            return int(value)
+    return None
+
+
+def _valid_model_id(value: Any) -> bool:
+    """A usable model id: a non-empty string without whitespace or control characters."""
+    return (
+        isinstance(value, str)
+        and bool(value)
+        and len(value) <= 300
+        and all(c.isprintable() and not c.isspace() for c in value)
+    )
+
+
+def build_routes(
+    account: Account,
+    entries: Sequence[Any],
+    models_dev: Mapping[str, Any] | None,
+    models_dev_error: str | None = None,
+) -> list[dict[str, Any]]:
+    """Turn one account's listing entries into report routes (chat models only, with evidence)."""
+    catalog: Mapping[str, Any] = {}
+    if account.pricing == "models.dev" and isinstance(models_dev, Mapping):
+        provider = models_dev.get(account.models_dev_provider or "")
+        models = provider.get("models") if isinstance(provider, Mapping) else None
+        catalog = models if isinstance(models, Mapping) else {}
+    routes: dict[str, dict[str, Any]] = {}
+    for entry in entries:
+        if not isinstance(entry, Mapping) or not _valid_model_id(entry.get("id")):
+            continue
+        model = entry["id"]
+        if model in routes:
+            continue
+        record = catalog.get(model) if account.pricing == "models.dev" else None
+        if not is_chat_model(entry, record):
+            continue
+        evidence = _evidence(account, entry, record, models_dev, models_dev_error)
+        route: dict[str, Any] = {
+            "account": account.name,
+            "provider": account.kind,
+            "model": model,
+            "agent_id": f"{account.name}/{model}",
+            "base_url": account.base_url,
+            "api_key_env": account.api_key_env,
+            "prompt_price_per_1k": evidence.prompt,
+            "completion_price_per_1k": evidence.completion,
+            "context_length": context_length(entry, record),
+        }
+        if evidence.prompt is None or evidence.completion is None:
+            route["price_note"] = evidence.note or "no price evidence"
+        routes[model] = route
+    return [routes[model] for model in sorted(routes)]
+
+
+def _evidence(
+    account: Account,
+    entry: Mapping[str, Any],
+    record: Any,
+    models_dev: Mapping[str, Any] | None,
+    models_dev_error: str | None,
+) -> PriceEvidence:
+    """Dispatch on the account's pricing source."""
+    if account.pricing == "listing":
+        return listing_prices(entry.get("pricing"))
+    if account.pricing == "models.dev":
+        if models_dev is None:
+            return PriceEvidence(None, None, f"models.dev unavailable ({models_dev_error})")
+        return models_dev_prices(record, account.models_dev_provider)
+    if account.pricing == "declared-free":
+        return PriceEvidence(0.0, 0.0)
+    return PriceEvidence(None, None, "the account's pricing is 'unknown'")
+
+
+# --------------------------------------------------------------------------------------------
+# I/O
+
+
+def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
+    """One line, printable, at most ``limit`` characters."""
+    flat = "".join(c if c.isprintable() else " " for c in text).strip()
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _scrub(text: str, secrets: Iterable[str]) -> str:
+    """Replace every secret value in ``text`` (defence in depth: keys should never get there)."""
+    for secret in secrets:
+        if len(secret) >= 4:
+            text = text.replace(secret, "[redacted]")
+    return text
+
+
+def _http_detail(response: httpx.Response) -> str:
+    """A short reason from an error reply: the provider's ``error.message`` if it gives one."""
+    try:
+        body = json.loads(response.content)
+    except ValueError:
+        return ""
+    message: Any = None
+    if isinstance(body, Mapping):
+        error = body.get("error")
+        if isinstance(error, Mapping):
+            message = error.get("message")
+        elif isinstance(error, str):
+            message = error
+        message = message or body.get("message") or body.get("detail")
+    return f": {_clip(message)}" if isinstance(message, str) and message.strip() else ""
+
+
+async def _get_json(
+    client: httpx.AsyncClient, url: str, timeout: float, headers: Mapping[str, str] | None = None
+) -> tuple[Any, bytes]:
+    """GET a JSON document within ``timeout`` seconds overall; raise _FetchError on any failure."""
+    try:
+        async with asyncio.timeout(timeout):
+            response = await client.get(url, headers=dict(headers or {}))
+    except (TimeoutError, httpx.TimeoutException):
+        raise _FetchError(f"timed out after {timeout:g} s") from None
+    except httpx.ConnectError as exc:
+        raise _FetchError(f"connection failed: {_clip(str(exc)) or type(exc).__name__}") from None
+    except httpx.HTTPError as exc:
+        raise _FetchError(f"{type(exc).__name__}: {_clip(str(exc))}") from None
+    if not response.is_success:
+        raise _FetchError(f"HTTP {response.status_code}{_http_detail(response)}")
+    try:
+        return json.loads(response.content), response.content
+    except ValueError:
+        raise _FetchError("the reply is not valid JSON") from None
+
+
+async def _list_models(
+    client: httpx.AsyncClient, account: Account, key: str, timeout: float
+) -> list[Any]:
+    """One account's ``GET {base_url}/models`` entries (the ``data`` list)."""
+    headers = {"Authorization": f"Bearer {key}"}
+    payload, _ = await _get_json(client, f"{account.base_url}/models", timeout, headers)
+    data = payload.get("data") if isinstance(payload, Mapping) else None
+    if not isinstance(data, list):
+        raise _FetchError('unexpected reply: expected {"data": [...]}')
+    return data
+
+
+async def _fetch_zdr(client: httpx.AsyncClient, url: str, timeout: float) -> bytes:
+    """OpenRouter's ZDR feed, checked for the ``{"data": [...]}`` shape, as the bytes received."""
+    payload, raw = await _get_json(client, url, timeout)
+    if not isinstance(payload, Mapping) or not isinstance(payload.get("data"), list):
+        raise _FetchError('unexpected reply: expected {"data": [...]}')
+    return raw
+
+
+async def _fetch_models_dev(client: httpx.AsyncClient, url: str, timeout: float) -> dict[str, Any]:
+    """Models.dev's ``api.json`` (provider id -> provider with ``models``)."""
+    payload, _ = await _get_json(client, url, timeout)
+    if not isinstance(payload, dict):
+        raise _FetchError("unexpected reply: expected a JSON object of providers")
+    return payload
+
+
+async def _outcome(coro: Any, secrets: Sequence[str]) -> tuple[Any, str | None]:
+    """Await ``coro``; a failure becomes a scrubbed error text instead of an exception."""
+    try:
+        return await coro, None
+    except _FetchError as exc:
+        return None, _scrub(str(exc), secrets)
+    except Exception as exc:  # a bug or an odd transport error must not sink the other accounts
+        logger.debug("discovery fetch failed unexpectedly", exc_info=True)
+        return None, _scrub(f"{type(exc).__name__}: {_clip(str(exc))}", secrets)
+
+
+async def discover(
+    accounts: Sequence[Account],
+    environ: Mapping[str, str],
+    settings: DiscoveryPolicy,
+    *,
+    transport: httpx.AsyncBaseTransport | None = None,
+) -> DiscoveryResult:
+    """List every keyed account's models concurrently and build the discovery report.
+
+    Accounts without a key are reported as skipped. Models.dev is fetched only when a keyed
+    account prices from it; the ZDR feed only when a keyed ``openrouter`` account exists.
+    """
+    keyed = [acc for acc in accounts if has_key(acc, environ)]
+    keys = {acc.name: environ[acc.api_key_env].strip() for acc in keyed}
+    secrets = sorted(set(keys.values()), key=len, reverse=True)
+    timeout = settings.timeout
+    result = DiscoveryResult()
+    want_models_dev = any(acc.pricing == "models.dev" for acc in keyed)
+    want_zdr = any(acc.kind == "openrouter" for acc in keyed)
+
+    async with httpx.AsyncClient(
+        timeout=httpx.Timeout(timeout),
+        follow_redirects=False,
+        headers={"User-Agent": f"relay-review/{__version__}", "Accept": "application/json"},
+        transport=transport,
+    ) as client:
+        jobs = [
+            _outcome(_list_models(client, acc, keys[acc.name], timeout), secrets) for acc in keyed
+        ]
+        if want_models_dev:
+            jobs.append(
+                _outcome(_fetch_models_dev(client, settings.models_dev_url, timeout), secrets)
+            )
+        if want_zdr:
+            jobs.append(_outcome(_fetch_zdr(client, settings.zdr_url, timeout), secrets))
+        outcomes = list(await asyncio.gather(*jobs))
+
+    listings = outcomes[: len(keyed)]
+    extra = outcomes[len(keyed) :]
+    models_dev, models_dev_error = extra.pop(0) if want_models_dev else (None, None)
+    if want_models_dev and models_dev_error:
+        result.errors.append(
+            {"account": MODELS_DEV_ERROR_ACCOUNT, "kind": "models.dev", "error": models_dev_error}
+        )
+    if want_zdr:
+        result.zdr_feed, zdr_error = extra.pop(0)
+        if zdr_error:
+            result.errors.append(
+                {"account": ZDR_ERROR_ACCOUNT, "kind": "openrouter", "error": zdr_error}
+            )
+
+    by_name = {acc.name: outcome for acc, outcome in zip(keyed, listings, strict=True)}
+    for acc in accounts:
+        if acc.name not in by_name:
+            result.accounts.append(
+                AccountSummary(acc.name, acc.kind, "skipped", error=f"{acc.api_key_env} is not set")
+            )
+            continue
+        entries, error = by_name[acc.name]
+        if error:
+            result.errors.append({"account": acc.name, "kind": acc.kind, "error": error})
+            result.accounts.append(AccountSummary(acc.name, acc.kind, "error", error=error))
+            logger.debug("account %s: %s", acc.name, error)
+            continue
+        routes = build_routes(acc, entries, models_dev, models_dev_error)
+        result.routes.extend(routes)
+        result.accounts.append(
+            AccountSummary(acc.name, acc.kind, "ok", listed=len(entries), kept=len(routes))
+        )
+        logger.debug("account %s: %d listed, %d kept", acc.name, len(entries), len(routes))
+
+    result.routes.sort(key=lambda r: (r["account"], r["model"]))
+    result.errors.sort(key=lambda e: (e["account"], e["error"]))
+    result.accounts.sort(key=lambda s: s.account)
+    return result
+
+
+def zdr_feed_path(out: Path) -> Path:
+    """Where the ZDR feed is saved: ``report.json`` -> ``report.zdr.json`` beside it."""
+    return out.with_name(f"{out.stem}.zdr.json")
+
+
+def write_report(result: DiscoveryResult, out: str | Path) -> dict[str, Any]:
+    """Write the report (and the ZDR feed beside it, if fetched); return the report written.
+
+    Without a fetched feed, a feed file left there by an earlier run is removed, so the
+    directory never holds ZDR evidence the report does not vouch for.
+    """
+    out = Path(out)
+    feed_path = zdr_feed_path(out)
+    if result.zdr_feed is not None:
+        _atomic_write(feed_path, result.zdr_feed)
+        report = result.report(feed_path.name)
+    else:
+        feed_path.unlink(missing_ok=True)
+        report = result.report(None)
+    _atomic_write(out, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
+    return report
+
+
+def _atomic_write(path: Path, data: bytes) -> None:
+    """Write via a temporary file in the same directory, so readers never see half a file."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are not secret
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise

@@ -1,0 +1,476 @@
+"""The policy file (``relay-review.toml``) and the accounts it and the environment define.
+
+The policy is read with :mod:`tomllib` and validated by strict pydantic models that forbid unknown
+keys, so a typo fails loudly instead of being ignored. Every bad value fails with one
+:class:`~relay_review.errors.UsageError` naming the file, the key path and what is allowed::
+
+    relay-review.toml: catalog.pool = 'cheap' is not allowed; use free or auto
+
+Accounts come from two places: ``[[accounts]]`` tables in the policy, and key variables found in
+the environment by convention (see :func:`env_accounts`). A policy account wins over an
+environment account of the same name. Key *values* are never read into these records: an
+:class:`Account` only names the variable that holds its key.
+"""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Literal, get_args, get_origin
+
+from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic.fields import FieldInfo
+
+from relay_review.errors import UsageError
+from relay_review.models import Deadlines
+from relay_review.providers.kinds import (
+    ENV_FAMILIES,
+    KINDS,
+    MODELS_DEV_URL,
+    OPENROUTER_ZDR_URL,
+    Pricing,
+    default_key_env,
+    env_family_for,
+    family_key_env,
+)
+
+DEFAULT_POLICY_FILE = "relay-review.toml"
+INLINE_SOURCE = "inline policy"
+
+KindName = Literal["openrouter", "nvidia_nim", "opencode", "openai_compatible"]
+
+
+def _word_for_bool(value: Any) -> Any:
+    """Let ``require_zdr = true`` (a TOML boolean) mean the same as ``"true"``."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return value
+
+
+RequireZdr = Annotated[Literal["auto", "true", "false"], BeforeValidator(_word_for_bool)]
+
+
+def _opt(default: Any, allowed: str, **constraints: Any) -> Any:
+    """A policy field whose error message says ``use <allowed>``."""
+    return Field(default, json_schema_extra={"allowed": allowed}, **constraints)
+
+
+_URL = r"^https?://[^\s/]+\S*$"
+_SECONDS = {"gt": 0, "allow_inf_nan": False}
+
+
+class _Section(BaseModel):
+    """Base of every policy table: strict types, unknown keys rejected, immutable."""
+
+    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+
+
+class CatalogPolicy(_Section):
+    """``[catalog]``: which routes are eligible and how many the catalog selects."""
+
+    pool: Literal["free", "auto"] = "free"
+    limit: int = _opt(12, "a whole number >= 1", ge=1)
+    account_cap: int = _opt(8, "a whole number >= 1", ge=1)
+    require_zdr: RequireZdr = "auto"
+
+
+class AccountPolicy(_Section):
+    """One ``[[accounts]]`` table as written; :func:`resolve_accounts` fills in the defaults."""
+
+    name: str = _opt(
+        ...,
+        "lower-case letters, digits, '_', '-' or '.', starting with a letter or digit",
+        pattern=r"^[a-z0-9][a-z0-9_.-]*$",
+        max_length=64,
+    )
+    kind: KindName
+    base_url: str | None = _opt(None, "an http:// or https:// URL", pattern=_URL)
+    api_key_env: str | None = _opt(
+        None, "an environment variable name like MY_API_KEY", pattern=r"^[A-Za-z_][A-Za-z0-9_]*$"
+    )
+    pricing: Pricing | None = None
+    models_dev_provider: str | None = _opt(
+        None, "a Models.dev provider id like nvidia", pattern=r"^[A-Za-z0-9_.-]+$"
+    )
+
+
+class DiscoveryPolicy(_Section):
+    """``[discovery]``: the bound and endpoints of model-list discovery (URLs overridable)."""
+
+    timeout: float = _opt(15.0, "a number of seconds > 0", **_SECONDS)
+    models_dev_url: str = _opt(MODELS_DEV_URL, "an http:// or https:// URL", pattern=_URL)
+    zdr_url: str = _opt(OPENROUTER_ZDR_URL, "an http:// or https:// URL", pattern=_URL)
+
+
+class PreflightPolicy(_Section):
+    """``[preflight]``: how many routes are probed before serving, and how long a probe may take."""
+
+    probe_budget: int = _opt(6, "a whole number >= 0", ge=0)
+    probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
+
+
+class ServingPolicy(_Section):
+    """``[serving]``: the named deadlines (seconds) of every chat call and of the whole run."""
+
+    connect: float = _opt(5.0, "a number of seconds > 0", **_SECONDS)
+    first_byte: float = _opt(20.0, "a number of seconds > 0", **_SECONDS)
+    idle: float = _opt(30.0, "a number of seconds > 0", **_SECONDS)
+    attempt: float = _opt(180.0, "a number of seconds > 0", **_SECONDS)
+    deadline: float = _opt(600.0, "a number of seconds > 0", **_SECONDS)
+
+    def deadlines(self) -> Deadlines:
+        """The per-call bounds as the record the chat client takes."""
+        return Deadlines(
+            connect=self.connect, first_byte=self.first_byte, idle=self.idle, attempt=self.attempt
+        )
+
+
+class ReviewPolicy(_Section):
+    """``[review]``: what is reviewed and how long the model's answer may be."""
+
+    exclude: list[str] = _opt([], 'a list of glob strings like ["*.lock", "dist/**"]')
+    max_output_tokens: int = _opt(4096, "a whole number >= 1", ge=1)
+
+
+class Policy(_Section):
+    """The whole policy file: one validated object, every section with its defaults."""
+
+    catalog: CatalogPolicy = CatalogPolicy()
+    accounts: list[AccountPolicy] = _opt([], "[[accounts]] tables")
+    discovery: DiscoveryPolicy = DiscoveryPolicy()
+    preflight: PreflightPolicy = PreflightPolicy()
+    serving: ServingPolicy = ServingPolicy()
+    review: ReviewPolicy = ReviewPolicy()
+
+
+class Account(BaseModel):
+    """One credential account, defaults resolved: where to call, which variable holds its key."""
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: KindName
+    base_url: str
+    api_key_env: str
+    pricing: Pricing
+    models_dev_provider: str | None = None
+    source: Literal["policy", "env"] = "policy"
+
+
+# --------------------------------------------------------------------------------------------
+# loading
+
+
+def load_policy(
+    path: str | Path | None = None, text: str | None = None, *, text_source: str = INLINE_SOURCE
+) -> Policy:
+    """Read the policy file (if any), lay inline TOML over it (if any), and validate both.
+
+    Each part is validated on its own first, so an error names the part it came from; then the
+    merged whole (tables merged key by key, ``accounts`` replaced wholesale) is validated again.
+    """
+    parts: list[tuple[str, dict[str, Any]]] = []
+    if path is not None:
+        source = str(path)
+        try:
+            raw = Path(path).read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise UsageError(f"{source}: policy file not found") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise UsageError(f"{source}: cannot read the policy file ({exc})") from None
+        parts.append((source, _parse_toml(raw, source)))
+    if text is not None:
+        parts.append((text_source, _parse_toml(text, text_source)))
+    if not parts:
+        return Policy()
+    for source, data in parts:
+        validate_policy_data(data, source)
+    merged: dict[str, Any] = {}
+    for _, data in parts:
+        merged = merge_policy_data(merged, data)
+    return validate_policy_data(merged, " + ".join(source for source, _ in parts))
+
+
+def parse_policy(text: str, source: str = INLINE_SOURCE) -> Policy:
+    """Validate a policy given as TOML text; ``source`` names it in error messages."""
+    return validate_policy_data(_parse_toml(text, source), source)
+
+
+def merge_policy_data(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
+    """Lay ``override`` over ``base``: tables merge key by key, other values (lists too) replace."""
+    merged: dict[str, Any] = dict(base)
+    for key, value in override.items():
+        old = merged.get(key)
+        if isinstance(old, Mapping) and isinstance(value, Mapping):
+            merged[key] = merge_policy_data(old, value)
+        else:
+            merged[key] = value
+    return merged
+
+
+def validate_policy_data(data: Mapping[str, Any], source: str) -> Policy:
+    """Validate parsed TOML as a :class:`Policy`; the first problem becomes one UsageError."""
+    try:
+        policy = Policy.model_validate(dict(data))
+    except ValidationError as exc:
+        raise UsageError(_explain(exc, source)) from None
+    _check_consistency(policy, source)
+    return policy
+
+
+def _parse_toml(text: str, source: str) -> dict[str, Any]:
+    """Parse TOML, turning a syntax error into a UsageError that names the source."""
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise UsageError(f"{source}: not valid TOML: {exc}") from None
+
+
+def _check_consistency(policy: Policy, source: str) -> None:
+    """Rules that span keys: unique account names, a base URL where the kind has none, deadlines."""
+    seen: dict[str, int] = {}
+    for index, account in enumerate(policy.accounts):
+        if account.name in seen:
+            raise UsageError(
+                f"{source}: accounts[{index}].name = {_show(account.name)} is not allowed; "
+                f"use a name no other account has (accounts[{seen[account.name]}] has it)"
+            )
+        seen[account.name] = index
+        if account.base_url is None and KINDS[account.kind].base_url is None:
+            raise UsageError(
+                f"{source}: accounts[{index}].base_url is required for kind {account.kind}; "
+                "use an http:// or https:// URL"
+            )
+    serving = policy.serving
+    if serving.attempt > serving.deadline:
+        raise UsageError(
+            f"{source}: serving.attempt = {_show(serving.attempt)} is not allowed; use a number "
+            f"of seconds > 0 and at most serving.deadline ({_show(serving.deadline)})"
+        )
+
+
+# --------------------------------------------------------------------------------------------
+# error messages
+
+
+def _explain(exc: ValidationError, source: str) -> str:
+    """One sentence for the first validation error: file, key path, value, what is allowed."""
+    error = exc.errors(include_url=False)[0]
+    loc = tuple(error["loc"])
+    path = _key_path(loc)
+    kind = error["type"]
+    if kind == "extra_forbidden":
+        parent = _model_at(loc[:-1])
+        known = ", ".join(parent.model_fields) if parent else ""
+        where = f"[{_key_path(loc[:-1])}]" if loc[:-1] else "the policy"
+        return f"{source}: {path} is not a known key; keys allowed in {where}: {known}"
+    if kind == "missing":
+        return f"{source}: {path} is required; use {_allowed(loc, error)}"
+    value = _show(error.get("input"))
+    return f"{source}: {path} = {value} is not allowed; use {_allowed(loc, error)}"
+
+
+def _key_path(loc: tuple[Any, ...]) -> str:
+    """``('accounts', 1, 'kind')`` -> ``accounts[1].kind``."""
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        else:
+            out += f".{part}" if out else str(part)
+    return out
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The policy model class that holds the keys at ``loc`` (None if ``loc`` is not a table)."""
+    current: Any = Policy
+    for part in loc:
+        current = _unwrap(current)
+        if isinstance(part, int):
+            if get_origin(current) is not list:
+                return None
+            current = get_args(current)[0]
+        elif isinstance(current, type) and issubclass(current, BaseModel):
+            field = current.model_fields.get(part)
+            if field is None:
+                return None
+            current = field.annotation
+        else:
+            return None
+    current = _unwrap(current)
+    return current if isinstance(current, type) and issubclass(current, BaseModel) else None
+
+
+def _field_at(loc: tuple[Any, ...]) -> FieldInfo | None:
+    """The field declaration at ``loc`` (ignoring trailing list indexes), if there is one."""
+    while loc and isinstance(loc[-1], int):
+        loc = loc[:-1]
+    if not loc:
+        return None
+    parent = _model_at(loc[:-1])
+    return parent.model_fields.get(loc[-1]) if parent else None
+
+
+def _unwrap(annotation: Any) -> Any:
+    """Strip ``X | None`` and ``Annotated[X, ...]`` down to X."""
+    while True:
+        origin = get_origin(annotation)
+        args = get_args(annotation)
+        if origin is Annotated:
+            annotation = args[0]
+        elif args and type(None) in args and origin is not Literal:
+            rest = [a for a in args if a is not type(None)]
+            if len(rest) != 1:
+                return annotation
+            annotation = rest[0]
+        else:
+            return annotation
+
+
+def _allowed(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
+    """What the key at ``loc`` accepts, in words."""
+    field = _field_at(loc)
+    if field is not None:
+        extra = field.json_schema_extra
+        if isinstance(extra, dict) and isinstance(extra.get("allowed"), str):
+            return extra["allowed"]
+        annotation = _unwrap(field.annotation)
+        if get_origin(annotation) is Literal:
+            return _one_of(get_args(annotation))
+        if isinstance(annotation, type) and issubclass(annotation, BaseModel):
+            return f"a [{_key_path(loc)}] table"
+    if error.get("type") == "literal_error" and "expected" in error.get("ctx", {}):
+        return _one_of(re.findall(r"'([^']*)'", error["ctx"]["expected"]))
+    return "a value of the documented type"
+
+
+def _one_of(values: tuple[Any, ...] | list[Any]) -> str:
+    """``('a', 'b', 'c')`` -> ``a, b or c``."""
+    words = [str(v) for v in values]
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
+
+
+def _show(value: Any) -> str:
+    """A short, single-line rendering of a user's value for an error message."""
+    if isinstance(value, bool):
+        text = "true" if value else "false"
+    elif isinstance(value, float) and value.is_integer():
+        text = str(int(value))
+    elif isinstance(value, dict):
+        text = "a table"
+    elif isinstance(value, list):
+        text = "an array"
+    else:
+        text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+# --------------------------------------------------------------------------------------------
+# decisions and accounts
+
+
+def resolve_require_zdr(setting: str | bool, repo_private: bool | None) -> bool:
+    """Whether only zero-data-retention routes may serve.
+
+    ``auto`` means "true for private repositories". When visibility is unknown (``None``) it
+    resolves to true: sending a possibly private diff only to no-retention endpoints is the
+    safe side of not knowing.
+    """
+    word = _word_for_bool(setting)
+    if word == "true":
+        return True
+    if word == "false":
+        return False
+    if word == "auto":
+        return True if repo_private is None else bool(repo_private)
+    raise UsageError(f"require_zdr = {_show(setting)} is not allowed; use auto, true or false")
+
+
+_SUFFIX = re.compile(r"^[A-Za-z0-9]+(?:_[A-Za-z0-9]+)*$")
+
+
+def env_accounts(environ: Mapping[str, str]) -> list[Account]:
+    """Accounts found from key variables by convention; only variables with a non-empty value.
+
+    ``OPENROUTER_API_KEY`` -> ``openrouter``; ``OPENROUTER_API_KEY_<SUFFIX>`` ->
+    ``openrouter_<suffix lower-cased>``; likewise ``NVIDIA_NIM_API_KEY`` (``nvidia_nim``),
+    ``OPENCODE_API_KEY`` (``opencode``) and ``OPENCODE_GO_API_KEY`` (``opencode_go``, the
+    OpenCode Go endpoint). Should two variables yield one name (``OPENCODE_API_KEY_GO`` and
+    ``OPENCODE_GO_API_KEY``), the more specific family (``OPENCODE_GO_...``) wins.
+    """
+    found: dict[str, tuple[int, Account]] = {}
+    for variable in sorted(environ):
+        if not environ[variable].strip():
+            continue
+        for family in ENV_FAMILIES:
+            if variable == family.key_env:
+                name = family.account
+            elif variable.startswith(family.key_env + "_") and _SUFFIX.match(
+                variable[len(family.key_env) + 1 :]
+            ):
+                name = f"{family.account}_{variable[len(family.key_env) + 1 :].lower()}"
+            else:
+                continue
+            account = Account(
+                name=name,
+                kind=family.kind,
+                base_url=family.base_url,
+                api_key_env=variable,
+                pricing=KINDS[family.kind].pricing,
+                models_dev_provider=family.models_dev_provider,
+                source="env",
+            )
+            specificity = len(family.account)
+            if name not in found or found[name][0] < specificity:
+                found[name] = (specificity, account)
+    return [found[name][1] for name in sorted(found)]
+
+
+def policy_account(declared: AccountPolicy) -> Account:
+    """Fill a declared account's unset fields from its kind and its name's key convention."""
+    kind = KINDS[declared.kind]
+    family = env_family_for(declared.name, declared.kind)
+    base_url = declared.base_url or (family.base_url if family else kind.base_url)
+    if base_url is None:  # validation requires base_url for kinds without one
+        raise UsageError(f"account {declared.name}: base_url is required for kind {declared.kind}")
+    if declared.api_key_env:
+        key_env = declared.api_key_env
+    elif family:
+        key_env = family_key_env(family, declared.name)
+    else:
+        key_env = default_key_env(declared.name, declared.kind)
+    models_dev = declared.models_dev_provider or (
+        family.models_dev_provider if family else kind.models_dev_provider
+    )
+    return Account(
+        name=declared.name,
+        kind=declared.kind,
+        base_url=base_url.rstrip("/"),
+        api_key_env=key_env,
+        pricing=declared.pricing or kind.pricing,
+        models_dev_provider=models_dev,
+        source="policy",
+    )
+
+
+def resolve_accounts(policy: Policy, environ: Mapping[str, str]) -> list[Account]:
+    """Every account, sorted by name: the policy's, plus the environment's not shadowed by them.
+
+    Policy accounts are listed whether or not their key is set (discovery skips keyless ones);
+    environment accounts exist only when their variable is non-empty.
+    """
+    accounts = {acc.name: acc for acc in env_accounts(environ)}
+    accounts.update({decl.name: policy_account(decl) for decl in policy.accounts})
+    return [accounts[name] for name in sorted(accounts)]
+
+
+def has_key(account: Account, environ: Mapping[str, str]) -> bool:
+    """Whether the account's key variable holds a non-empty value (the value is not returned)."""
+    return bool(environ.get(account.api_key_env, "").strip())
+
+
+def key_conventions() -> list[str]:
+    """The key variables searched by convention, for messages: ``OPENROUTER_API_KEY[_<SUFFIX>]``."""
+    return [f"{family.key_env}[_<SUFFIX>]" for family in ENV_FAMILIES]
