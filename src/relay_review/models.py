@@ -17,7 +17,7 @@ class Deadlines(BaseModel):
     model_config = ConfigDict(frozen=True)
 
     connect: float = Field(5.0, gt=0, description="TCP/TLS connect")
-    first_byte: float = Field(20.0, gt=0, description="request sent -> headers and first body byte")
+    first_byte: float = Field(20.0, gt=0, description="call start -> headers and first body byte")
     idle: float = Field(30.0, gt=0, description="longest silent gap once the body is streaming")
     attempt: float = Field(180.0, gt=0, description="the whole call, end to end")
 

@@ -1,0 +1,620 @@
+"""One chat call with deadlines: ``POST {base}/chat/completions`` streamed, returned as an Outcome.
+
+This is the edge between relay-review and an OpenAI-compatible provider. It sends one request
+with ``stream: true``, parses the server-sent events with httpx-sse, and bounds every wait by a
+named deadline (:class:`~relay_review.models.Deadlines`):
+
+``connect``
+    TCP/TLS connect (httpx's connect timeout; also reported when the first-byte or attempt bound
+    strikes while the connection is still being set up).
+``first_byte``
+    From the start of the call to the response headers *and* the first body byte. Any byte
+    counts: OpenRouter's ``: OPENROUTER PROCESSING`` keep-alive comments are bytes, not tokens.
+    For an error status the headers end this phase; the error body is then read under ``idle``.
+``idle``
+    The longest silent gap between two body chunks once the body is flowing.
+``attempt``
+    The whole call, end to end (an ``asyncio`` timeout around everything).
+
+The call never retries and never raises for network or HTTP trouble: it returns exactly one
+:class:`~relay_review.models.Outcome`. Retrying and switching routes is ``routing/failover.py``'s
+job. Classification of an error response is a pure function (:func:`classify_http_error`).
+
+Status mapping (the table failover decides over):
+
+======================  ==============================================================
+HTTP status             outcome kind
+======================  ==============================================================
+2xx                     ``ok``, or ``bad_reply`` when the body says otherwise
+400, 422                ``context_too_long`` if the message is about context size,
+                        else ``bad_request``
+401, 403                ``auth_failed`` (a 403 carrying OpenRouter moderation metadata
+                        is ``bad_request``: the input was flagged, the key is fine)
+402                     ``payment_required``
+404                     ``not_found``
+408                     ``server_error`` with ``http_status=408`` (the provider timed out;
+                        may recover, like 5xx)
+413                     ``context_too_long``
+429                     ``rate_limited`` with ``retry_after`` when the reply says when
+other 4xx               ``bad_request``
+5xx                     ``server_error``
+1xx/3xx                 ``bad_reply`` (redirects are not followed)
+======================  ==============================================================
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import email.utils
+import json
+import re
+import time
+from collections.abc import AsyncIterator, Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+from httpx_sse import EventSource
+
+from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
+
+__all__ = ["chat_call", "classify_http_error", "parse_retry_after"]
+
+#: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
+DETAIL_MAX = 200
+#: Most bytes read from an error body (only its message is kept).
+ERROR_BODY_MAX = 64 * 1024
+#: Most bytes accepted for a non-streamed (plain JSON) reply.
+JSON_BODY_MAX = 8 * 1024 * 1024
+#: Keys shorter than this are not scrubbed from outcomes (real provider keys are far longer;
+#: scrubbing a two-letter test key would mangle every reply that contains those two letters).
+MIN_SCRUB_KEY = 8
+
+_CONTEXT_RE = re.compile(
+    r"context[ _-]?(length|window|size|limit)|maximum context|too many tokens|"
+    r"prompt is too long|input is too long|too long for the context|reduce the length",
+    re.IGNORECASE,
+)
+_WS_RE = re.compile(r"\s+")
+
+
+async def chat_call(
+    client: httpx.AsyncClient,
+    *,
+    base_url: str,
+    api_key: str | None,
+    model: str,
+    messages: list[dict],
+    deadlines: Deadlines,
+    max_tokens: int | None = None,
+    extra_body: dict | None = None,
+) -> Outcome:
+    """Send one streamed chat completion and return what it came to, within ``deadlines``.
+
+    ``extra_body`` is merged into the request body (provider routing, temperature, ...) but
+    cannot override ``model``, ``messages`` or ``stream``. The ``Authorization: Bearer`` header
+    is sent only when ``api_key`` is given; the key never appears in the returned Outcome.
+    """
+    body: dict[str, Any] = dict(extra_body or {})
+    if max_tokens is not None:
+        body["max_tokens"] = max_tokens
+    body.update(model=model, messages=messages, stream=True)
+    headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    url = base_url.rstrip("/") + "/chat/completions"
+
+    call = _Call(deadlines)
+    try:
+        async with asyncio.timeout_at(call.loop_start + deadlines.attempt):
+            outcome = await call.exchange(client, url, headers, body)
+    except TimeoutError:
+        outcome = call.timed_out(Phase.ATTEMPT)
+    return _scrub(outcome, api_key)
+
+
+def classify_http_error(
+    status: int, headers: Mapping[str, str], body: bytes | str, *, now: datetime | None = None
+) -> Outcome:
+    """Classify a non-2xx reply from its status, headers and (possibly partial) body.
+
+    Pure: no I/O, no clock unless ``now`` is omitted (then only for HTTP-date/epoch
+    ``Retry-After`` forms). Timing fields are left for the caller to fill in.
+    """
+    text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
+    payload = _loads(text)
+    message = _error_message(payload, text)
+    detail = _short(f"HTTP {status}: {message}" if message else f"HTTP {status}")
+    metadata = _error_metadata(payload)
+    retry_after: float | None = None
+
+    if status in (401, 403):
+        if status == 403 and ("reasons" in metadata or "flagged_input" in metadata):
+            kind = OutcomeKind.BAD_REQUEST
+            detail = _short(f"HTTP 403 moderation: {message}")
+        else:
+            kind = OutcomeKind.AUTH_FAILED
+    elif status == 402:
+        kind = OutcomeKind.PAYMENT_REQUIRED
+    elif status == 404:
+        kind = OutcomeKind.NOT_FOUND
+    elif status == 408 or 500 <= status <= 599:
+        kind = OutcomeKind.SERVER_ERROR
+    elif status == 413:
+        kind = OutcomeKind.CONTEXT_TOO_LONG
+    elif status == 429:
+        kind = OutcomeKind.RATE_LIMITED
+        retry_after = _retry_after_from(headers, metadata, now)
+    elif 400 <= status <= 499:
+        error = payload.get("error") if isinstance(payload, dict) else None
+        code = error.get("code") if isinstance(error, dict) else None
+        about_context = _CONTEXT_RE.search(f"{message} {code if isinstance(code, str) else ''}")
+        if status in (400, 422) and about_context:
+            kind = OutcomeKind.CONTEXT_TOO_LONG
+        else:
+            kind = OutcomeKind.BAD_REQUEST
+    else:
+        kind = OutcomeKind.BAD_REPLY
+        location = headers.get("location")
+        detail = _short(
+            f"HTTP {status}: unexpected status" + (f" -> {location}" if location else "")
+        )
+    return Outcome(kind=kind, http_status=status, retry_after=retry_after, detail=detail)
+
+
+def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
+    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date (RFC 9110).
+
+    Returns None when absent or unparsable; never negative.
+    """
+    if value is None:
+        return None
+    value = value.strip()
+    if not value:
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        pass
+    else:
+        return max(0.0, seconds) if seconds == seconds else None  # NaN is not a wait
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError, IndexError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
+
+
+# --------------------------------------------------------------------------- the call itself
+
+
+class _Call:
+    """State of one call: clocks, the phase timer, what has arrived so far."""
+
+    def __init__(self, deadlines: Deadlines) -> None:
+        self.deadlines = deadlines
+        self.loop = asyncio.get_running_loop()
+        self.start = time.monotonic()
+        self.loop_start = self.loop.time()
+        self.phase = Phase.FIRST_BYTE
+        self.timer: asyncio.Timeout | None = None
+        self.connecting = False
+        self.status: int | None = None
+        self.headers: httpx.Headers | None = None
+        self.headers_at: float | None = None
+        self.first_byte_at: float | None = None
+        self.bytes_seen = 0
+        self.error_body = bytearray()
+        self.stream = _StreamState()
+
+    # ---- events -----------------------------------------------------------------------------
+
+    async def trace(self, name: str, info: Mapping[str, Any]) -> None:
+        """httpcore trace hook: tells 'still connecting' apart from 'waiting for a reply'."""
+        if name == "connection.connect_tcp.started":
+            self.connecting = True
+        elif name.endswith("send_request_headers.started"):
+            self.connecting = False
+
+    def on_headers(self, response: httpx.Response) -> None:
+        self.headers_at = time.monotonic()
+        self.status = response.status_code
+        self.headers = response.headers
+        if not 200 <= response.status_code < 300:
+            # The status is known: the error body is read under the idle bound.
+            self._arm(Phase.IDLE)
+
+    def on_chunk(self, size: int) -> None:
+        """Called for every raw body chunk, keep-alive comments included."""
+        if not size:
+            return
+        if self.first_byte_at is None:
+            self.first_byte_at = time.monotonic()
+        self.bytes_seen += size
+        self._arm(Phase.IDLE)
+
+    def _arm(self, phase: Phase) -> None:
+        self.phase = phase
+        timer = self.timer
+        if timer is not None and not timer.expired():
+            timer.reschedule(self.loop.time() + self.deadlines.idle)
+
+    # ---- the exchange -------------------------------------------------------------------------
+
+    async def exchange(
+        self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict
+    ) -> Outcome:
+        d = self.deadlines
+        timeout = httpx.Timeout(connect=d.connect, read=None, write=None, pool=d.connect)
+        try:
+            async with asyncio.timeout_at(self.loop_start + d.first_byte) as timer:
+                self.timer = timer
+                async with client.stream(
+                    "POST",
+                    url,
+                    json=body,
+                    headers=headers,
+                    timeout=timeout,
+                    extensions={"trace": self.trace},
+                ) as response:
+                    self.on_headers(response)
+                    return await self._read(response)
+        except TimeoutError:
+            return self.timed_out(self.phase)
+        except httpx.ConnectTimeout:
+            return self._outcome(
+                OutcomeKind.TIMEOUT,
+                phase=Phase.CONNECT,
+                detail=f"no connection within {d.connect:g}s",
+            )
+        except httpx.PoolTimeout:
+            return self._outcome(
+                OutcomeKind.TIMEOUT,
+                phase=Phase.CONNECT,
+                detail=f"no free connection in the client pool within {d.connect:g}s",
+            )
+        except httpx.TimeoutException as exc:  # read/write bounds are off; only a custom client
+            return self._outcome(OutcomeKind.TIMEOUT, phase=self.phase, detail=_exc_text(exc))
+        except (httpx.HTTPError, httpx.InvalidURL) as exc:
+            return self._transport_failed(exc)
+
+    async def _read(self, response: httpx.Response) -> Outcome:
+        watched = httpx.Response(
+            response.status_code,
+            headers=response.headers,
+            stream=_Watched(response.stream, self.on_chunk),
+            request=response.request,
+        )
+        status = response.status_code
+        if not 200 <= status < 300:
+            await self._read_capped(watched, ERROR_BODY_MAX, self.error_body)
+            return self._error_outcome(bytes(self.error_body))
+        content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        if content_type == "text/event-stream":
+            return await self._read_sse(watched)
+        return await self._read_plain(watched, content_type)
+
+    async def _read_capped(self, response: httpx.Response, cap: int, into: bytearray) -> bool:
+        """Read the body into ``into`` up to ``cap`` bytes; False when it was longer."""
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+            async for chunk in chunks:
+                room = cap - len(into)
+                into += chunk[:room]
+                if len(chunk) > room:
+                    return False
+        return True
+
+    async def _read_sse(self, response: httpx.Response) -> Outcome:
+        st = self.stream
+        async with contextlib.aclosing(EventSource(response).aiter_sse()) as events:
+            async for event in events:
+                data = event.data.strip()
+                if not data:
+                    continue
+                if data == "[DONE]":
+                    st.done = True
+                    break
+                try:
+                    chunk = json.loads(data)
+                except ValueError:
+                    return self._bad_reply(f"unparsable event: {data}")
+                problem = st.feed(chunk)
+                if problem:
+                    return self._bad_reply(problem)
+        return self._finish()
+
+    async def _read_plain(self, response: httpx.Response, content_type: str) -> Outcome:
+        """A server that ignored ``stream: true`` and sent one JSON completion."""
+        raw = bytearray()
+        if not await self._read_capped(response, JSON_BODY_MAX, raw):
+            return self._bad_reply(f"reply larger than {JSON_BODY_MAX} bytes")
+        text = raw.decode("utf-8", "replace").strip()
+        if not text:
+            return self._bad_reply("empty body")
+        payload = _loads(text)
+        if not isinstance(payload, dict):
+            return self._bad_reply(f"{content_type or 'untyped'} body is not a JSON object: {text}")
+        problem = self.stream.feed_completion(payload)
+        if problem:
+            return self._bad_reply(problem)
+        self.stream.done = True
+        return self._finish()
+
+    # ---- outcomes -----------------------------------------------------------------------------
+
+    def _finish(self) -> Outcome:
+        st = self.stream
+        if not st.done and st.finish_reason is None:
+            return self._bad_reply("stream ended without finish_reason or [DONE]")
+        if st.finish_reason == "error":
+            return self._bad_reply("finish_reason error")
+        content = "".join(st.parts)
+        if not content.strip():
+            if st.finish_reason == "length":
+                return self._bad_reply("finish_reason length with no content")
+            return self._bad_reply("empty reply")
+        return self._outcome(
+            OutcomeKind.OK, content=content, finish_reason=st.finish_reason, usage=st.usage
+        )
+
+    def timed_out(self, phase: Phase) -> Outcome:
+        """The phase or attempt timer struck; say where, or keep a reply that was complete."""
+        d = self.deadlines
+        if self.status is not None and not 200 <= self.status < 300:
+            # The status already tells what happened; the stalled body only loses the message.
+            return self._error_outcome(bytes(self.error_body), stalled=True)
+        if self.stream.finish_reason not in (None, "error") and "".join(self.stream.parts).strip():
+            done = self._finish()
+            return done.model_copy(
+                update={"detail": "stream stalled after finish_reason; reply kept"}
+            )
+        struck = phase
+        if phase is not Phase.IDLE and self.connecting:
+            phase = Phase.CONNECT
+        if phase is Phase.CONNECT:
+            bound = d.attempt if struck is Phase.ATTEMPT else d.first_byte
+            detail = f"still connecting when the {struck.value} bound ({bound:g}s) struck"
+        elif phase is Phase.FIRST_BYTE:
+            what = "no headers" if self.headers_at is None else "headers but no body byte"
+            detail = f"{what} within {d.first_byte:g}s"
+        elif phase is Phase.IDLE:
+            detail = f"silent for {d.idle:g}s after {self.bytes_seen} bytes"
+        else:
+            detail = f"no complete reply within the attempt bound {d.attempt:g}s"
+            if self.bytes_seen:
+                detail += f" ({self.bytes_seen} bytes received)"
+        return self._outcome(OutcomeKind.TIMEOUT, phase=phase, detail=detail)
+
+    def _transport_failed(self, exc: Exception) -> Outcome:
+        text = _exc_text(exc)
+        if self.status is None:
+            return self._outcome(OutcomeKind.CONNECTION_ERROR, detail=text)
+        if not 200 <= self.status < 300:
+            return self._error_outcome(bytes(self.error_body), stalled=False, cut=text)
+        if self.stream.finish_reason not in (None, "error") and "".join(self.stream.parts).strip():
+            return self._finish()
+        return self._bad_reply(f"stream cut: {text}")
+
+    def _error_outcome(self, body: bytes, *, stalled: bool = False, cut: str = "") -> Outcome:
+        assert self.status is not None
+        base = classify_http_error(self.status, self.headers or {}, body)
+        detail = base.detail
+        if stalled:
+            detail += " (error body stalled)"
+        elif cut:
+            detail += f" (error body cut: {cut})"
+        return self._outcome(
+            base.kind, retry_after=base.retry_after, detail=_short(detail, DETAIL_MAX + 30)
+        )
+
+    def _bad_reply(self, reason: str) -> Outcome:
+        return self._outcome(OutcomeKind.BAD_REPLY, detail=_short(reason))
+
+    def _outcome(self, kind: OutcomeKind, **fields: Any) -> Outcome:
+        now = time.monotonic()
+        first = self.first_byte_at
+        if first is None and self.status is not None and not 200 <= self.status < 300:
+            first = self.headers_at
+        return Outcome(
+            kind=kind,
+            http_status=self.status,
+            first_byte_s=None if first is None else round(first - self.start, 4),
+            elapsed_s=round(now - self.start, 4),
+            **fields,
+        )
+
+
+class _StreamState:
+    """What the reply said so far (OpenAI chunk format, first choice only)."""
+
+    def __init__(self) -> None:
+        self.parts: list[str] = []
+        self.finish_reason: str | None = None
+        self.usage: dict | None = None
+        self.done = False
+
+    def feed(self, chunk: Any) -> str | None:
+        """Take one streamed chunk; return a reason when it makes the reply bad."""
+        if not isinstance(chunk, dict):
+            return f"event is not a JSON object: {chunk!r}"
+        if chunk.get("error"):
+            return "error event: " + (_error_message(chunk, "") or "unspecified")
+        self._usage(chunk)
+        for choice in _first_choices(chunk):
+            delta = choice.get("delta")
+            if not isinstance(delta, dict):
+                delta = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+            self._content(delta.get("content"))
+            finish = choice.get("finish_reason")
+            if isinstance(finish, str) and finish:
+                self.finish_reason = finish
+                if finish == "error":
+                    return "finish_reason error"
+        return None
+
+    def feed_completion(self, payload: dict) -> str | None:
+        """Take a whole (non-streamed) completion; return a reason when it is bad."""
+        if payload.get("error"):
+            return "error body: " + (_error_message(payload, "") or "unspecified")
+        choices = _first_choices(payload)
+        if not choices:
+            return "reply has no choices"
+        self._usage(payload)
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        self._content(message.get("content"))
+        finish = choice.get("finish_reason")
+        self.finish_reason = finish if isinstance(finish, str) and finish else "stop"
+        if self.finish_reason == "error":
+            return "finish_reason error"
+        return None
+
+    def _content(self, content: Any) -> None:
+        if isinstance(content, str):
+            self.parts.append(content)
+        elif isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
+            self.parts.extend(
+                p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
+            )
+
+    def _usage(self, chunk: dict) -> None:
+        if isinstance(chunk.get("usage"), dict):
+            self.usage = chunk["usage"]
+
+
+class _Watched(httpx.AsyncByteStream):
+    """Passes raw body chunks through, reporting each one (arrival resets the idle timer)."""
+
+    def __init__(self, inner: Any, on_chunk: Callable[[int], None]) -> None:
+        self._inner = inner
+        self._on_chunk = on_chunk
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        async for chunk in self._inner:
+            self._on_chunk(len(chunk))
+            yield chunk
+
+    async def aclose(self) -> None:
+        """Closing belongs to the original response (httpx closes it on leaving ``stream()``)."""
+
+
+# --------------------------------------------------------------------------- pure helpers
+
+
+def _first_choices(chunk: dict) -> list[dict]:
+    choices = chunk.get("choices")
+    if not isinstance(choices, list):
+        return []
+    return [c for c in choices if isinstance(c, dict) and c.get("index", 0) == 0]
+
+
+def _loads(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except ValueError:
+        return None
+
+
+def _error_message(payload: Any, text: str) -> str:
+    """The human message of an error body: OpenAI/OpenRouter ``error.message``, NIM ``detail``."""
+    if isinstance(payload, dict):
+        error = payload.get("error")
+        if isinstance(error, dict):
+            message = error.get("message") or error.get("code") or ""
+            provider = (error.get("metadata") or {}).get("provider_name")
+            raw = (error.get("metadata") or {}).get("raw")
+            message = str(message)
+            if isinstance(raw, str) and raw and raw not in message:
+                message += f" ({raw})"
+            if isinstance(provider, str) and provider:
+                message += f" [provider: {provider}]"
+            return message
+        if isinstance(error, str):
+            return error
+        for key in ("detail", "message", "title"):
+            if isinstance(payload.get(key), str):
+                return payload[key]
+    return text
+
+
+def _error_metadata(payload: Any) -> dict:
+    if isinstance(payload, dict) and isinstance(payload.get("error"), dict):
+        metadata = payload["error"].get("metadata")
+        if isinstance(metadata, dict):
+            return metadata
+    return {}
+
+
+def _retry_after_from(
+    headers: Mapping[str, str], metadata: dict, now: datetime | None
+) -> float | None:
+    """Retry-After header, then ``retry-after-ms``, then OpenRouter's metadata headers, then
+    ``X-RateLimit-Reset`` (epoch seconds or milliseconds) from the reply or the metadata."""
+    lower = {k.lower(): str(v) for k, v in headers.items()}
+    meta_headers = metadata.get("headers") if isinstance(metadata.get("headers"), dict) else {}
+    meta = {str(k).lower(): str(v) for k, v in meta_headers.items()}
+    for source in (lower, meta):
+        seconds = parse_retry_after(source.get("retry-after"), now=now)
+        if seconds is not None:
+            return seconds
+        millis = parse_retry_after(source.get("retry-after-ms"))
+        if millis is not None:
+            return millis / 1000
+    for key in ("retry_after", "retry_after_seconds"):
+        value = metadata.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return max(0.0, float(value))
+    for source in (lower, meta):
+        reset = source.get("x-ratelimit-reset")
+        if reset is None:
+            continue
+        try:
+            value = float(reset)
+        except ValueError:
+            continue
+        now_s = (now or datetime.now(UTC)).timestamp()
+        if value > 1e11:  # epoch milliseconds (OpenRouter)
+            return max(0.0, value / 1000 - now_s)
+        if value > 1e9:  # epoch seconds
+            return max(0.0, value - now_s)
+        return max(0.0, value)
+    return None
+
+
+def _short(text: str, limit: int = DETAIL_MAX) -> str:
+    text = _WS_RE.sub(" ", text).strip()
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _exc_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return _short(f"{type(exc).__name__}: {text}" if text else type(exc).__name__)
+
+
+def _scrub(outcome: Outcome, api_key: str | None) -> Outcome:
+    """Replace the key wherever a server echoed it (detail, content, finish_reason, usage)."""
+    if not api_key or len(api_key) < MIN_SCRUB_KEY:
+        return outcome
+    update: dict[str, Any] = {}
+    for name in ("detail", "content", "finish_reason"):
+        value = getattr(outcome, name)
+        if isinstance(value, str) and api_key in value:
+            update[name] = value.replace(api_key, "***")
+    if outcome.usage is not None:
+        usage = _replace_deep(outcome.usage, api_key)
+        if usage != outcome.usage:
+            update["usage"] = usage
+    return outcome.model_copy(update=update) if update else outcome
+
+
+def _replace_deep(value: Any, secret: str) -> Any:
+    if isinstance(value, str):
+        return value.replace(secret, "***")
+    if isinstance(value, dict):
+        return {_replace_deep(k, secret): _replace_deep(v, secret) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_replace_deep(v, secret) for v in value]
+    return value
