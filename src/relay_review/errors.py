@@ -1,4 +1,4 @@
-"""The project's exception hierarchy (small on purpose; outcomes of calls are values, not exceptions)."""
+"""The exception hierarchy (small on purpose: outcomes of calls are values, not exceptions)."""
 
 
 class RelayReviewError(Exception):
