@@ -1,0 +1,416 @@
+"""Chunks under a token budget: the diff split by file (and by hunk, then by line) so each request
+fits a context window, with an account of every file (reviewed, or skipped and why).
+
+Chunk text format (the prompt explains it to the model)::
+
+    ### FILE src/app.py [modified]
+    @@ -10,7 +10,8 @@ def handler(request):
+    C 10   unchanged context line (new-file number; not citable)
+    L 11 - a removed line (old-file number; cite as side LEFT, line 11)
+    R 11 + an added line (new-file number; cite as side RIGHT, line 11)
+    \\ no newline at end of file
+
+Other file headers: ``[added]``, ``[deleted]``, ``[renamed from old/path.py]``, ``[copied from
+x.py]``; a file split across chunks adds ``(part 2/3)``; a hunk split across chunks continues
+under ``@@ (hunk continued) @@``. Every line carries its own number, so splitting never shifts a
+citation.
+
+Token estimate (:func:`estimate_tokens`), deliberately conservative across BPE tokenizers
+(cl100k/o200k, Llama 3, Qwen, Mistral's 32k SentencePiece): per line,
+``ceil(ascii_chars / 3) + 2 * non_ascii_chars + 1``. Code averages 3.5-4.5 characters per token
+on these tokenizers; numbered line prefixes and symbols cost more, hence 3 and the +1 per line.
+Non-ASCII characters can cost 1-3 tokens each, hence 2.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property, lru_cache
+from typing import Literal
+
+from pydantic import BaseModel
+
+from relay_review.review.diff import DiffIndex, DiffLine, FileDiff, FileStatus, Hunk
+
+#: Default exclusion globs: lock files, minified/generated output, vendored dependencies.
+DEFAULT_EXCLUDES: tuple[str, ...] = (
+    "*.lock",
+    "package-lock.json",
+    "npm-shrinkwrap.json",
+    "yarn.lock",
+    "pnpm-lock.yaml",
+    "poetry.lock",
+    "Cargo.lock",
+    "go.sum",
+    "*.min.js",
+    "*.min.css",
+    "*.generated.*",
+    "vendor/**",
+    "third_party/**",
+    "node_modules/**",
+    "dist/**",
+)
+
+#: Below this many tokens per chunk, chunking is refused (a route that small cannot review).
+MIN_CHUNK_TOKENS = 256
+#: Tokens set aside in a file header for a "(part i/n)" tag when a file is split.
+_PART_TAG_TOKENS = 8
+_CONTINUED = "@@ (hunk continued) @@"
+_UNSAFE_PATH_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
+
+
+def line_tokens(line: str) -> int:
+    """Estimated tokens of one rendered line, newline included (see the module doc)."""
+    if line.isascii():
+        return -(-len(line) // 3) + 1
+    ascii_chars = len(line.encode("ascii", errors="ignore"))
+    return -(-ascii_chars // 3) + 2 * (len(line) - ascii_chars) + 1
+
+
+def estimate_tokens(text: str) -> int:
+    """Estimated tokens of a text: :func:`line_tokens` summed over its ``\\n``-separated lines."""
+    if not text:
+        return 0
+    return sum(line_tokens(line) for line in text.split("\n"))
+
+
+# -- exclusion globs ----------------------------------------------------------------------------
+
+
+@lru_cache(maxsize=256)
+def _glob_regex(pattern: str) -> tuple[re.Pattern[str], bool]:
+    """Compile a glob. Returns (regex, match_basename_only)."""
+    basename_only = "/" not in pattern
+    anchored = pattern.startswith("/")
+    pat = pattern.lstrip("/")
+    out: list[str] = []
+    i = 0
+    while i < len(pat):
+        c = pat[i]
+        if pat.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pat.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif c == "*":
+            out.append("[^/]*")
+            i += 1
+        elif c == "?":
+            out.append("[^/]")
+            i += 1
+        elif c == "[":
+            end = pat.find("]", i + 2 if pat[i + 1 : i + 2] in ("!", "]") else i + 1)
+            if end == -1:
+                out.append(re.escape(c))
+                i += 1
+            else:
+                body = pat[i + 1 : end]
+                if body.startswith("!"):
+                    body = "^" + body[1:]
+                out.append("[" + body.replace("\\", "\\\\") + "]")
+                i = end + 1
+        else:
+            out.append(re.escape(c))
+            i += 1
+    body = "".join(out)
+    if not basename_only and not anchored:
+        body = "(?:.*/)?" + body
+    return re.compile(body + r"\Z", re.DOTALL), basename_only
+
+
+def glob_match(path: str, pattern: str) -> bool:
+    """Match a repository path against an exclusion glob.
+
+    Rules: a pattern without ``/`` matches the file name at any depth (``*.lock``); a pattern with
+    ``/`` matches the whole path, at any depth unless it starts with ``/`` (``vendor/**`` matches
+    ``vendor/a.go`` and ``web/vendor/b.js``; ``/vendor/**`` only the first). ``*`` and ``?`` stay
+    within one path segment, ``**`` spans segments, ``[...]`` is a character class. Case-sensitive.
+    """
+    regex, basename_only = _glob_regex(pattern)
+    target = path.rsplit("/", 1)[-1] if basename_only else path
+    return regex.match(target) is not None
+
+
+def excluded_by(path: str, patterns: Iterable[str]) -> str | None:
+    """The first of ``patterns`` that excludes ``path``, or ``None``."""
+    for pattern in patterns:
+        if pattern and glob_match(path, pattern):
+            return pattern
+    return None
+
+
+# -- records ------------------------------------------------------------------------------------
+
+
+class FileReport(BaseModel):
+    """What happened to one file of the diff: reviewed, or skipped with the reason."""
+
+    path: str
+    status: Literal["reviewed", "skipped"]
+    reason: str | None = None
+    change: FileStatus
+    old_path: str | None = None
+
+
+@dataclass
+class Chunk:
+    """One request's worth of diff: its rendered text, token estimate and the file pieces in it."""
+
+    number: int
+    total: int
+    text: str
+    tokens: int
+    files: list[FileDiff]
+
+    @property
+    def paths(self) -> list[str]:
+        return [f.path for f in self.files]
+
+    @cached_property
+    def index(self) -> DiffIndex:
+        """The locations shown in this chunk only: validate this chunk's reply against it."""
+        return DiffIndex(self.files)
+
+
+@dataclass
+class ChunkPlan:
+    """Every chunk to send, and every file of the diff with its fate (in diff order)."""
+
+    chunks: list[Chunk]
+    files: list[FileReport]
+    budget_tokens: int
+
+    @property
+    def reviewed(self) -> list[FileReport]:
+        return [f for f in self.files if f.status == "reviewed"]
+
+    @property
+    def skipped(self) -> list[FileReport]:
+        return [f for f in self.files if f.status == "skipped"]
+
+
+# -- rendering ----------------------------------------------------------------------------------
+
+
+def show_path(path: str) -> str:
+    """A path as rendered in chunk headers: control and line-separator characters escaped."""
+    return _UNSAFE_PATH_CHARS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", path)
+
+
+def file_header(f: FileDiff, part: tuple[int, int] | None = None) -> str:
+    """``### FILE path [status]``, with ``(part i/n)`` for a file split across chunks."""
+    if f.status in ("renamed", "copied") and f.old_path:
+        tag = f"[{f.status} from {show_path(f.old_path)}]"
+    else:
+        tag = f"[{f.status}]"
+    tail = f" (part {part[0]}/{part[1]})" if part else ""
+    return f"### FILE {show_path(f.path)} {tag}{tail}"
+
+
+def render_line(ln: DiffLine) -> list[str]:
+    """The rendered form of one diff line (two lines when it lacks a final newline)."""
+    if ln.kind == "+":
+        out = f"R {ln.new} + {ln.text}"
+    elif ln.kind == "-":
+        out = f"L {ln.old} - {ln.text}"
+    else:
+        out = f"C {ln.new}   {ln.text}"
+    return [out, "\\ no newline at end of file"] if ln.no_eol else [out]
+
+
+def render_file(f: FileDiff, part: tuple[int, int] | None = None) -> str:
+    """A file (or file piece) in the chunk format described in the module doc."""
+    out = [file_header(f, part)]
+    for hunk in f.hunks:
+        out.append(_hunk_header(hunk))
+        for ln in hunk.lines:
+            out.extend(render_line(ln))
+    return "\n".join(out)
+
+
+def _hunk_header(hunk: Hunk) -> str:
+    return _CONTINUED if hunk.heading == _CONTINUED else hunk.header
+
+
+# -- planning -----------------------------------------------------------------------------------
+
+
+@dataclass
+class _Unit:
+    """A hunk, or a slice of one, with its estimated tokens (header included)."""
+
+    hunk: Hunk
+    tokens: int
+
+
+@dataclass
+class _Piece:
+    pos: int
+    file: FileDiff
+    units: list[_Unit] = field(default_factory=list)
+
+    @property
+    def tokens(self) -> int:
+        return sum(u.tokens for u in self.units)
+
+
+def _units(f: FileDiff, room: int) -> list[_Unit] | str:
+    """Split a file into units of at most ``room`` tokens; a reason string if impossible."""
+    units: list[_Unit] = []
+    for hunk in f.hunks:
+        costs = [sum(line_tokens(s) for s in render_line(ln)) for ln in hunk.lines]
+        whole = line_tokens(hunk.header) + sum(costs)
+        if whole <= room:
+            units.append(_Unit(hunk, whole))
+            continue
+        head = max(line_tokens(hunk.header), line_tokens(_CONTINUED))
+        start, used = 0, head
+        for i, cost in enumerate(costs):
+            if head + cost > room:
+                ln = hunk.lines[i]
+                num = ln.new if ln.kind != "-" else ln.old
+                side = "LEFT" if ln.kind == "-" else "RIGHT"
+                return (
+                    f"too large for any chunk: line {num} ({side}) alone needs ~{cost} tokens,"
+                    f" over the chunk budget of {room}"
+                )
+            if used + cost > room:
+                units.append(_slice(hunk, start, i, used, first=start == 0))
+                start, used = i, head
+            used += cost
+        units.append(_slice(hunk, start, len(costs), used, first=start == 0))
+    return units
+
+
+def _slice(hunk: Hunk, start: int, end: int, tokens: int, *, first: bool) -> _Unit:
+    heading = hunk.heading if first else _CONTINUED
+    sub = Hunk(hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, heading, [])
+    sub.lines = hunk.lines[start:end]
+    return _Unit(sub, tokens)
+
+
+def plan_chunks(
+    index: DiffIndex,
+    budget_tokens: int,
+    *,
+    exclude: Sequence[str] = DEFAULT_EXCLUDES,
+    max_chunks: int | None = None,
+    include_deleted: bool = True,
+) -> ChunkPlan:
+    """Pack the diff's files into chunks of at most ``budget_tokens`` estimated tokens each.
+
+    Files are packed in diff order, greedily: a file goes whole into the current chunk if it
+    fits, else whole into a new chunk, else it is split by hunk (and an oversized hunk by line)
+    across consecutive chunks. Every file of ``index`` appears once in ``ChunkPlan.files``:
+    reviewed, or skipped with a reason (excluded by a glob, binary, no patch, unparseable, no
+    changed lines, deleted when ``include_deleted`` is off, a single line over the budget, or
+    beyond ``max_chunks`` -- a file cut by that limit is skipped whole, never half-sent).
+    """
+    if budget_tokens < MIN_CHUNK_TOKENS:
+        raise ValueError(
+            f"chunk budget of {budget_tokens} tokens is below the minimum of {MIN_CHUNK_TOKENS}"
+        )
+    reports: dict[int, FileReport] = {}
+    chunks: list[list[_Piece]] = []
+    used: list[int] = []
+    pieces_of: dict[int, list[int]] = {}  # file position -> chunk numbers (0-based)
+
+    def skip(pos: int, f: FileDiff, reason: str) -> None:
+        reports[pos] = FileReport(
+            path=f.path, status="skipped", reason=reason, change=f.status, old_path=f.old_path
+        )
+
+    for pos, f in enumerate(index.files):
+        pattern = excluded_by(f.path, exclude)
+        if pattern is not None:
+            skip(pos, f, f"excluded by pattern {pattern!r}")
+            continue
+        if f.skip_reason:
+            skip(pos, f, f.skip_reason)
+            continue
+        if f.status == "deleted" and not include_deleted:
+            skip(pos, f, "deleted file (deleted files are not reviewed)")
+            continue
+        header = line_tokens(file_header(f)) + 1  # +1: the blank line between files
+        units = _units(f, budget_tokens - header - _PART_TAG_TOKENS)
+        if isinstance(units, str):
+            skip(pos, f, units)
+            continue
+        total = header + sum(u.tokens for u in units)
+        if chunks and used[-1] + total <= budget_tokens:
+            chunks[-1].append(_Piece(pos, f, units))
+            used[-1] += total
+            pieces_of[pos] = [len(chunks) - 1]
+            continue
+        if total <= budget_tokens:
+            chunks.append([_Piece(pos, f, units)])
+            used.append(total)
+            pieces_of[pos] = [len(chunks) - 1]
+            continue
+        # Split: fill the current chunk's remaining room first, then new chunks.
+        head = header + _PART_TAG_TOKENS
+        piece: _Piece | None = None
+        for unit in units:
+            if piece is None or used[-1] + unit.tokens > budget_tokens:
+                if not chunks or used[-1] + head + unit.tokens > budget_tokens:
+                    chunks.append([])
+                    used.append(0)
+                piece = _Piece(pos, f)
+                chunks[-1].append(piece)
+                used[-1] += head
+                pieces_of.setdefault(pos, []).append(len(chunks) - 1)
+            piece.units.append(unit)
+            used[-1] += unit.tokens
+
+    if max_chunks is not None and len(chunks) > max_chunks:
+        over = [pos for pos, where in pieces_of.items() if max(where) >= max_chunks]
+        for pos in over:
+            reason = f"not reviewed: the diff needs more than {max_chunks} chunks"
+            skip(pos, index.files[pos], reason)
+            del pieces_of[pos]
+        dropped = set(over)
+        chunks = [[p for p in c if p.pos not in dropped] for c in chunks[:max_chunks]]
+        chunks = [c for c in chunks if c]
+
+    built, placed = _render_chunks(chunks, {pos: len(w) for pos, w in pieces_of.items()})
+    for pos, f in enumerate(index.files):
+        if pos in reports:
+            continue
+        where = placed[pos]
+        reason = None
+        if len(where) > 1:
+            reason = f"reviewed in {len(where)} parts (chunks {where[0]}-{where[-1]})"
+        reports[pos] = FileReport(
+            path=f.path, status="reviewed", reason=reason, change=f.status, old_path=f.old_path
+        )
+    return ChunkPlan(
+        chunks=built,
+        files=[reports[pos] for pos in range(len(index.files))],
+        budget_tokens=budget_tokens,
+    )
+
+
+def _render_chunks(
+    chunks: list[list[_Piece]], parts_total: dict[int, int]
+) -> tuple[list[Chunk], dict[int, list[int]]]:
+    """Render packed pieces; also return file position -> chunk numbers holding it."""
+    placed: dict[int, list[int]] = {}
+    built: list[Chunk] = []
+    for number, content in enumerate(chunks, start=1):
+        blocks: list[str] = []
+        files: list[FileDiff] = []
+        for piece in content:
+            f = piece.file
+            where = placed.setdefault(piece.pos, [])
+            where.append(number)
+            total = parts_total.get(piece.pos, 1)
+            part = (len(where), total) if total > 1 else None
+            sub = FileDiff(f.path, f.old_path, f.status, [u.hunk for u in piece.units])
+            blocks.append(render_file(sub, part))
+            files.append(sub)
+        text = "\n\n".join(blocks)
+        built.append(Chunk(number, len(chunks), text, estimate_tokens(text), files))
+    return built, placed

@@ -1,0 +1,312 @@
+"""The model's reply: extraction, schema validation and citation checks.
+
+Model output is hostile input. A reply is accepted only as one JSON object matching
+:class:`ModelReply` (extra keys, including an advisory ``decision``, are ignored); a finding is
+*verified* only if it cites a commentable location of the diff (see :mod:`.diff`) and quotes that
+line's text. Nothing here renders or escapes: texts are kept raw (length-capped) for later stages.
+
+Caps (documented limits, applied without failing the reply):
+
+- ``MAX_FINDINGS`` findings per reply are checked; later ones are rejected as over the limit.
+- ``message`` is cut to ``MAX_MESSAGE_CHARS``, ``summary`` to ``MAX_SUMMARY_CHARS`` (suffix "…").
+- A reply longer than ``MAX_REPLY_CHARS`` is refused as malformed.
+"""
+
+from __future__ import annotations
+
+import difflib
+import json
+import re
+from collections.abc import Sequence
+from typing import Any, Literal, NamedTuple
+
+from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
+
+from relay_review.errors import RelayReviewError
+from relay_review.review.chunks import show_path
+from relay_review.review.diff import DiffIndex, Side
+
+Severity = Literal["high", "medium", "low"]
+
+MAX_FINDINGS = 30
+MAX_MESSAGE_CHARS = 2000
+MAX_SUMMARY_CHARS = 4000
+MAX_REPLY_CHARS = 1_000_000
+#: Longest excerpt of a diff line or a model-supplied string quoted in a rejection reason.
+SHOW_CHARS = 160
+
+_MAX_SCAN = 2000
+_THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_QUOTE_PREFIX = re.compile(r"^(?:[RL]\d+)?[+-]")
+_SIDE_ALIASES = {
+    "RIGHT": "RIGHT",
+    "R": "RIGHT",
+    "NEW": "RIGHT",
+    "ADDED": "RIGHT",
+    "+": "RIGHT",
+    "LEFT": "LEFT",
+    "L": "LEFT",
+    "OLD": "LEFT",
+    "REMOVED": "LEFT",
+    "DELETED": "LEFT",
+    "-": "LEFT",
+}
+_SEVERITY_ALIASES = {
+    "high": "high",
+    "critical": "high",
+    "blocker": "high",
+    "severe": "high",
+    "major": "high",
+    "error": "high",
+    "medium": "medium",
+    "moderate": "medium",
+    "warning": "medium",
+    "med": "medium",
+    "low": "low",
+    "minor": "low",
+    "info": "low",
+    "nit": "low",
+    "trivial": "low",
+    "suggestion": "low",
+}
+
+
+class VerdictParseError(RelayReviewError):
+    """The reply holds no usable JSON verdict (the failover counts it as a failed attempt)."""
+
+
+def _cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+class Finding(BaseModel):
+    """One review finding as the model states it (raw texts; rendering escapes them later)."""
+
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    path: str
+    line: int
+    side: Side = "RIGHT"
+    quote: str = ""
+    severity: Severity
+    message: str
+
+    @field_validator("side", mode="before")
+    @classmethod
+    def _side(cls, value: Any) -> Any:
+        if value is None:
+            return "RIGHT"
+        if isinstance(value, str):
+            return _SIDE_ALIASES.get(value.strip().upper(), value)
+        return value
+
+    @field_validator("severity", mode="before")
+    @classmethod
+    def _severity(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            return _SEVERITY_ALIASES.get(value.strip().lower(), value)
+        return value
+
+    @field_validator("quote", mode="before")
+    @classmethod
+    def _quote(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @field_validator("message", mode="before")
+    @classmethod
+    def _message(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        return _cut(value, MAX_MESSAGE_CHARS) if isinstance(value, str) else value
+
+
+class ModelReply(BaseModel):
+    """The reply object: a summary and findings. Other keys (``decision``...) are ignored."""
+
+    model_config = ConfigDict(extra="ignore")
+
+    summary: str = ""
+    findings: list[Finding] = []
+
+    @field_validator("summary", mode="before")
+    @classmethod
+    def _summary(cls, value: Any) -> Any:
+        if value is None:
+            return ""
+        return _cut(value, MAX_SUMMARY_CHARS) if isinstance(value, str) else value
+
+    @field_validator("findings", mode="before")
+    @classmethod
+    def _findings(cls, value: Any) -> Any:
+        return [] if value is None else value
+
+
+class Rejection(NamedTuple):
+    """A finding that failed verification, why, and its 1-based position in the reply."""
+
+    finding: Finding
+    reason: str
+    position: int
+
+
+_REPLY_KEYS = ("summary", "findings")
+
+
+def _reply_shaped(obj: dict[str, Any]) -> dict[str, Any] | None:
+    if any(k in obj for k in _REPLY_KEYS):
+        return obj
+    for value in obj.values():  # one level of wrapping: {"review": {...}}
+        if isinstance(value, dict) and any(k in value for k in _REPLY_KEYS):
+            return value
+    return None
+
+
+def extract_json(text: str) -> dict[str, Any]:
+    """The first JSON object in ``text``, tolerating code fences and prose around it.
+
+    Tries ``json.JSONDecoder.raw_decode`` at each ``{`` (at most 2,000 of them). The first object
+    shaped like a reply (a ``summary`` or ``findings`` key, directly or one level down) wins;
+    otherwise the first object found. Raises :class:`VerdictParseError` when there is none.
+    """
+    decoder = json.JSONDecoder()
+    first: dict[str, Any] | None = None
+    pos = text.find("{")
+    tries = 0
+    while pos != -1 and tries < _MAX_SCAN:
+        tries += 1
+        try:
+            obj, end = decoder.raw_decode(text, pos)
+        except (ValueError, RecursionError):
+            pos = text.find("{", pos + 1)
+            continue
+        if isinstance(obj, dict):
+            shaped = _reply_shaped(obj)
+            if shaped is not None:
+                return shaped
+            if first is None:
+                first = obj
+        pos = text.find("{", max(end, pos + 1))
+    if first is None:
+        raise VerdictParseError("no JSON object in the reply")
+    return first
+
+
+def parse_reply(text: str) -> ModelReply:
+    """Parse a model reply into :class:`ModelReply`, or raise :class:`VerdictParseError`."""
+    if not isinstance(text, str) or not text.strip():
+        raise VerdictParseError("empty reply")
+    if len(text) > MAX_REPLY_CHARS:
+        raise VerdictParseError(f"reply of {len(text)} characters exceeds {MAX_REPLY_CHARS}")
+    obj = extract_json(_THINK.sub("", text))
+    if not any(k in obj for k in _REPLY_KEYS):
+        raise VerdictParseError("JSON object has neither 'summary' nor 'findings'")
+    try:
+        return ModelReply.model_validate(obj)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(p) for p in err['loc']) or 'reply'}: {err['msg']}"
+            for err in exc.errors()[:5]
+        )
+        raise VerdictParseError(_cut(f"reply does not match the schema: {problems}", 500)) from exc
+
+
+# -- citation checks ----------------------------------------------------------------------------
+
+
+def squash(text: str) -> str:
+    """``text`` with all whitespace removed (the basis of whitespace-insensitive quote matching)."""
+    return "".join(text.split())
+
+
+def quote_matches(quote: str, line_text: str) -> bool:
+    """Whether ``quote`` is the line's text, ignoring all whitespace. An empty quote never matches.
+
+    A leading diff marker copied by the model (``+``/``-``, optionally after ``R12``/``L7``) is
+    tolerated; partial quotes are not.
+    """
+    q = squash(quote)
+    if not q:
+        return False
+    t = squash(line_text)
+    if q == t:
+        return True
+    stripped = _QUOTE_PREFIX.sub("", q, count=1)
+    return stripped != q and stripped == t
+
+
+def _show(text: str, limit: int = SHOW_CHARS) -> str:
+    return _cut(show_path(text), limit)
+
+
+def _nums(nums: Sequence[int]) -> str:
+    return ", ".join(str(n) for n in nums)
+
+
+def citation_problem(finding: Finding, index: DiffIndex) -> str | None:
+    """Why ``finding`` is not verified against ``index`` (``None`` when it is)."""
+    path, line, side = finding.path, finding.line, finding.side
+    shown = _show(path, 200)
+    f = index.file(path)
+    if f is None:
+        reason = f"{shown} is not a file in this diff"
+        renamed = index.renamed_to(path)
+        if renamed is not None:
+            return f"{reason}; it was renamed or copied to {_show(renamed, 200)}: cite that path"
+        close = difflib.get_close_matches(path, index.paths, n=1, cutoff=0.75)
+        return f"{reason}; did you mean {_show(close[0], 200)}?" if close else reason
+    if f.skip_reason:
+        return f"{shown} has no reviewable lines ({f.skip_reason})"
+    text = index.line(path, line, side)
+    if text is None:
+        other: Side = "LEFT" if side == "RIGHT" else "RIGHT"
+        near = index.nearest(path, line, side)
+        if not near:
+            kind = "added" if side == "RIGHT" else "removed"
+            reason = f"{shown} has no {side} ({kind}) lines"
+            other_near = index.nearest(path, line, other)
+            if other_near:
+                reason += f"; its {other} lines nearest to {line}: {_nums(other_near)}"
+            return reason
+        reason = (
+            f"line {line} of {shown} ({side}) is not a changed line;"
+            f" nearest changed lines: {_nums(near)}"
+        )
+        if index.line(path, line, other) is not None:
+            reason += f"; line {line} ({other}) is one: did you mean side {other}?"
+        return reason
+    if not squash(text):
+        return (
+            f"line {line} of {shown} ({side}) is blank and cannot be cited; cite a non-blank line"
+        )
+    if not squash(finding.quote):
+        return f"quote is empty; line {line} of {shown} ({side}) reads `{_show(text)}`"
+    if not quote_matches(finding.quote, text):
+        return (
+            f"quote does not match line {line} of {shown} ({side}): the line reads `{_show(text)}`"
+        )
+    if not finding.message.strip():
+        return "message is empty"
+    return None
+
+
+def validate(
+    reply: ModelReply, index: DiffIndex, *, max_findings: int = MAX_FINDINGS
+) -> tuple[list[Finding], list[Rejection]]:
+    """Split the reply's findings into (verified, rejected-with-reason), in reply order.
+
+    Validate a chunk's reply against ``chunk.index`` so only lines shown to the model count.
+    Findings past ``max_findings`` are rejected unchecked ("over the limit").
+    """
+    verified: list[Finding] = []
+    rejected: list[Rejection] = []
+    for position, finding in enumerate(reply.findings, start=1):
+        if position > max_findings:
+            reason = f"over the limit of {max_findings} findings per reply"
+            rejected.append(Rejection(finding, reason, position))
+            continue
+        problem = citation_problem(finding, index)
+        if problem is None:
+            verified.append(finding)
+        else:
+            rejected.append(Rejection(finding, problem, position))
+    return verified, rejected
