@@ -1,0 +1,245 @@
+"""Talk to the GitHub Actions runner: workflow commands, files, inputs.
+
+Workflow commands are lines on stdout (``::name key=value::message``); their data and
+properties are escaped so a message cannot end the command early or start another. Text that
+came from the pull request or a model goes through :func:`stop_commands`, which makes the
+runner ignore commands until a random token ends the block.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import sys
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import TextIO
+
+#: GitHub's cap for one step's summary file.
+SUMMARY_LIMIT_BYTES = 1024 * 1024
+SUMMARY_TRUNCATED_NOTE = "\n\n_(step summary truncated: GitHub keeps at most 1 MiB per step)_\n"
+
+
+def escape_data(value: str) -> str:
+    """Escape a command's message: ``%``, CR, LF."""
+    return value.replace("%", "%25").replace("\r", "%0D").replace("\n", "%0A")
+
+
+def escape_property(value: str) -> str:
+    """Escape a command property value: ``%``, CR, LF, ``:`` and ``,``."""
+    return escape_data(value).replace(":", "%3A").replace(",", "%2C")
+
+
+def _emit(line: str, stream: TextIO | None = None) -> None:
+    out = stream if stream is not None else sys.stdout
+    out.write(line + "\n")
+    out.flush()
+
+
+def command(
+    name: str, message: str = "", stream: TextIO | None = None, **properties: object
+) -> None:
+    """Write ``::name k=v,...::message``; ``None`` properties are left out."""
+    props = ",".join(
+        f"{key}={escape_property(str(value))}"
+        for key, value in properties.items()
+        if value is not None
+    )
+    _emit(f"::{name}{' ' + props if props else ''}::{escape_data(message)}", stream)
+
+
+def add_mask(value: str, stream: TextIO | None = None) -> None:
+    """Mask ``value`` in the rest of the log; each line of a multi-line secret on its own."""
+    for line in value.splitlines() or [value]:
+        if line.strip():
+            command("add-mask", line, stream)
+
+
+@contextmanager
+def group(name: str, stream: TextIO | None = None) -> Iterator[None]:
+    """Fold the log lines written inside the block under ``name``."""
+    command("group", name, stream)
+    try:
+        yield
+    finally:
+        command("endgroup", "", stream)
+
+
+def _annotate(
+    kind: str,
+    message: str,
+    *,
+    title: str | None,
+    file: str | None,
+    line: int | None,
+    end_line: int | None,
+    col: int | None,
+    stream: TextIO | None,
+) -> None:
+    command(kind, message, stream, title=title, file=file, line=line, endLine=end_line, col=col)
+
+
+def error(
+    message: str,
+    *,
+    title: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    end_line: int | None = None,
+    col: int | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """An error annotation (optionally on ``file``:``line``)."""
+    _annotate(
+        "error",
+        message,
+        title=title,
+        file=file,
+        line=line,
+        end_line=end_line,
+        col=col,
+        stream=stream,
+    )
+
+
+def warning(
+    message: str,
+    *,
+    title: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    end_line: int | None = None,
+    col: int | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """A warning annotation (optionally on ``file``:``line``)."""
+    _annotate(
+        "warning",
+        message,
+        title=title,
+        file=file,
+        line=line,
+        end_line=end_line,
+        col=col,
+        stream=stream,
+    )
+
+
+def notice(
+    message: str,
+    *,
+    title: str | None = None,
+    file: str | None = None,
+    line: int | None = None,
+    end_line: int | None = None,
+    col: int | None = None,
+    stream: TextIO | None = None,
+) -> None:
+    """A notice annotation (optionally on ``file``:``line``)."""
+    _annotate(
+        "notice",
+        message,
+        title=title,
+        file=file,
+        line=line,
+        end_line=end_line,
+        col=col,
+        stream=stream,
+    )
+
+
+@contextmanager
+def stop_commands(stream: TextIO | None = None) -> Iterator[str]:
+    """Suspend workflow commands for the block; yields the random resume token.
+
+    Anything written inside (PR text, model output) cannot forge ``::add-mask::``,
+    ``::error::`` and the like: the runner ignores commands until ``::<token>::``.
+    """
+    token = secrets.token_hex(16)
+    _emit(f"::stop-commands::{token}", stream)
+    try:
+        yield token
+    finally:
+        _emit(f"::{token}::", stream)
+
+
+def log_untrusted(text: str, stream: TextIO | None = None) -> None:
+    """Write untrusted ``text`` to the log inside a :func:`stop_commands` block."""
+    out = stream if stream is not None else sys.stdout
+    with stop_commands(stream):
+        out.write(text if text.endswith("\n") else text + "\n")
+        out.flush()
+
+
+def _env(env: Mapping[str, str] | None) -> Mapping[str, str]:
+    return os.environ if env is None else env
+
+
+def set_output(name: str, value: str, env: Mapping[str, str] | None = None) -> bool:
+    """Append ``name`` to the ``GITHUB_OUTPUT`` file (always the ``name<<DELIM`` form).
+
+    The delimiter is random and checked against the value, so a value cannot end the block and
+    forge other outputs. Returns False (nothing written) outside Actions.
+    """
+    path = _env(env).get("GITHUB_OUTPUT")
+    if not path:
+        return False
+    if not name or "\n" in name or "\r" in name or "<<" in name:
+        raise ValueError(f"bad output name: {name!r}")
+    delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+    while delimiter in value:  # pragma: no cover - 128 random bits
+        delimiter = f"ghadelimiter_{secrets.token_hex(16)}"
+    with open(path, "a", encoding="utf-8") as fh:
+        fh.write(f"{name}<<{delimiter}\n{value}\n{delimiter}\n")
+    return True
+
+
+def append_summary(markdown: str, env: Mapping[str, str] | None = None) -> bool:
+    """Append Markdown to ``GITHUB_STEP_SUMMARY``, keeping the file within 1 MiB.
+
+    When the text does not fit, it is cut at a UTF-8 boundary and a note says so. Returns False
+    outside Actions.
+    """
+    path = _env(env).get("GITHUB_STEP_SUMMARY")
+    if not path:
+        return False
+    target = Path(path)
+    used = target.stat().st_size if target.exists() else 0
+    data = markdown.encode("utf-8")
+    room = SUMMARY_LIMIT_BYTES - used
+    if len(data) > room:
+        note = SUMMARY_TRUNCATED_NOTE.encode("utf-8")
+        keep = max(0, room - len(note))
+        data = data[:keep].decode("utf-8", errors="ignore").encode("utf-8") + (
+            note if room >= len(note) else b""
+        )
+    with open(target, "ab") as fh:
+        fh.write(data)
+    return True
+
+
+def input_env_name(name: str) -> str:
+    """``foo-bar`` -> ``INPUT_FOO-BAR`` (upper-cased, hyphens kept, spaces to ``_``)."""
+    return "INPUT_" + name.replace(" ", "_").upper()
+
+
+def get_input(name: str, env: Mapping[str, str] | None = None) -> str | None:
+    """The action input ``name``, stripped; ``None`` when unset or empty.
+
+    The runner does not enforce ``required: true``: validate the result in code.
+    """
+    value = _env(env).get(input_env_name(name))
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def read_inputs(env: Mapping[str, str] | None = None) -> dict[str, str]:
+    """Every ``INPUT_*`` variable as ``{input-name-lowercase: value}`` (values not stripped)."""
+    return {
+        key[len("INPUT_") :].lower(): value
+        for key, value in _env(env).items()
+        if key.startswith("INPUT_")
+    }

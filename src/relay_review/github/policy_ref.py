@@ -1,0 +1,188 @@
+"""The policy file, read at an exact commit: pinned in an orchestrator repository, or the PR's base.
+
+Every failure fails closed with a :class:`PolicyRefError` that names the repository, the ref and
+what GitHub answered. The one tolerated absence is the reviewed repository's own policy file at
+the base commit: :func:`read_base_policy` returns ``None`` and the caller uses built-in defaults.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from typing import Literal
+
+from github import Github, GithubException
+from github.Repository import Repository
+from pydantic import BaseModel, ConfigDict
+
+from relay_review.github.errors import PolicyRefError
+
+FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
+#: ``compare(min, resolved).status`` values meaning "resolved descends from min".
+DESCENDS = frozenset({"ahead", "identical"})
+
+
+class PolicySource(BaseModel):
+    """Where the policy text came from; :meth:`render` is what the comment and report show."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["pinned", "base"]
+    repo: str
+    sha: str
+    path: str
+    #: What was asked for: the ``orchestrator-ref`` (pinned) or the PR's base branch (base).
+    ref: str
+    #: The minimum ref the pinned commit was verified to descend from, and its SHA.
+    min_ref: str | None = None
+    min_sha: str | None = None
+
+    def render(self) -> str:
+        """``owner/repo@<sha12> (resolved from <ref>)``; for a base policy ``(base of ...)``."""
+        if self.kind == "pinned":
+            return f"{self.repo}@{self.sha[:12]} (resolved from {self.ref})"
+        return f"{self.repo}@{self.sha[:12]} (base of the pull request: {self.ref})"
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class PolicyText(BaseModel):
+    """A policy file's text and its provenance."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    source: PolicySource
+
+
+def _why(exc: GithubException) -> str:
+    message = exc.data.get("message") if isinstance(exc.data, dict) else None
+    return f"HTTP {exc.status}" + (f": {message}" if message else "")
+
+
+def resolve_ref(repo: Repository, ref: str) -> str:
+    """Resolve a branch, tag or SHA in ``repo`` to the full 40-hex commit SHA.
+
+    A full SHA is still looked up (it must exist) and must come back unchanged.
+    """
+    ref = ref.strip()
+    if not ref:
+        raise PolicyRefError(f"{repo.full_name}: empty ref")
+    try:
+        # complete(): on a lazy client the SHA would otherwise be read back from the URL.
+        sha = repo.get_commit(ref).complete().sha
+    except GithubException as exc:
+        raise PolicyRefError(
+            f"cannot resolve ref {ref!r} in {repo.full_name}: {_why(exc)}", status=exc.status
+        ) from None
+    sha = (sha or "").lower()
+    if not FULL_SHA.match(sha):
+        raise PolicyRefError(
+            f"resolving {ref!r} in {repo.full_name} gave {sha!r}, not a commit SHA"
+        )
+    if FULL_SHA.match(ref.lower()) and sha != ref.lower():
+        raise PolicyRefError(f"{repo.full_name}: asked for commit {ref}, GitHub answered {sha}")
+    return sha
+
+
+def check_descends(repo: Repository, min_sha: str, sha: str) -> str:
+    """Require ``sha`` to descend from ``min_sha`` (compare status ``ahead`` or ``identical``).
+
+    Returns the status; raises :class:`PolicyRefError` naming both SHAs otherwise.
+    """
+    try:
+        status = repo.compare(min_sha, sha).status
+    except GithubException as exc:
+        raise PolicyRefError(
+            f"cannot compare {min_sha}...{sha} in {repo.full_name}: {_why(exc)}", status=exc.status
+        ) from None
+    if status not in DESCENDS:
+        raise PolicyRefError(
+            f"{repo.full_name}: the pinned commit {sha} does not descend from the minimum "
+            f"{min_sha} (compare status {status!r}); refusing an older or unrelated policy"
+        )
+    return status
+
+
+def read_file_at(repo: Repository, path: str, sha: str) -> str | None:
+    """The UTF-8 text of ``path`` at commit ``sha``; ``None`` if GitHub answers 404.
+
+    A directory, a submodule, a file too large for the contents API, bad base64 or bad UTF-8
+    raise :class:`PolicyRefError`.
+    """
+    where = f"{repo.full_name}:{path}@{sha[:12]}"
+    try:
+        content = repo.get_contents(path, ref=sha)
+    except GithubException as exc:
+        if exc.status == 404:
+            return None
+        raise PolicyRefError(f"cannot read {where}: {_why(exc)}", status=exc.status) from None
+    if isinstance(content, list):
+        raise PolicyRefError(f"{where} is a directory, not a policy file")
+    if content.type != "file":
+        raise PolicyRefError(f"{where} is a {content.type}, not a file")
+    if content.encoding != "base64":
+        raise PolicyRefError(
+            f"{where}: the contents API sent no content (encoding {content.encoding!r}; too large?)"
+        )
+    try:
+        raw = base64.b64decode(re.sub(r"\s", "", content.content or ""), validate=True)
+    except (binascii.Error, ValueError) as exc:
+        raise PolicyRefError(f"{where}: undecodable content ({exc})") from None
+    try:
+        return raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PolicyRefError(
+            f"{where} is not UTF-8 text ({exc.reason} at byte {exc.start})"
+        ) from None
+
+
+def load_pinned_policy(
+    gh: Github, repo_full_name: str, ref: str, path: str, min_ref: str | None = None
+) -> PolicyText:
+    """Resolve ``ref``, verify it descends from ``min_ref`` (if given), read ``path`` at that SHA.
+
+    A missing file at a pinned ref is an error (the workflow asked for it explicitly).
+    """
+    repo = gh.get_repo(repo_full_name)
+    sha = resolve_ref(repo, ref)
+    min_sha = None
+    if min_ref:
+        min_sha = resolve_ref(repo, min_ref)
+        check_descends(repo, min_sha, sha)
+    text = read_file_at(repo, path, sha)
+    if text is None:
+        raise PolicyRefError(
+            f"{repo_full_name}: no policy file {path!r} at {sha} (resolved from {ref})", status=404
+        )
+    source = PolicySource(
+        kind="pinned",
+        repo=repo_full_name,
+        sha=sha,
+        path=path,
+        ref=ref,
+        min_ref=min_ref,
+        min_sha=min_sha,
+    )
+    return PolicyText(text=text, source=source)
+
+
+def read_base_policy(
+    gh: Github, repo_full_name: str, path: str, base_sha: str, base_ref: str = ""
+) -> PolicyText | None:
+    """The reviewed repository's policy file at the PR's **base** commit (never the head).
+
+    ``None`` when the file does not exist there (use built-in defaults); any other failure raises.
+    """
+    if not FULL_SHA.match(base_sha.lower()):
+        raise PolicyRefError(f"base SHA {base_sha!r} of {repo_full_name} is not a full commit SHA")
+    repo = gh.get_repo(repo_full_name)
+    text = read_file_at(repo, path, base_sha.lower())
+    if text is None:
+        return None
+    source = PolicySource(
+        kind="base", repo=repo_full_name, sha=base_sha.lower(), path=path, ref=base_ref or base_sha
+    )
+    return PolicyText(text=text, source=source)

@@ -1,0 +1,239 @@
+"""Drill scenarios: the fault fleet, a catalog over it, and preflight + failover run against it.
+
+A scenario is a set of accounts whose model ids script faults (see :mod:`relay_review.drill`).
+Running one measures time-to-reply against the healthy route's own direct latency (one request
+straight to an identical healthy model on a reference account outside the catalog), and counts
+the probes sent and the output tokens they asked for.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import httpx
+
+from relay_review.drill import FaultFleet
+from relay_review.models import Catalog
+from relay_review.providers.chat import chat_call
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.session import RoutingSession
+from relay_review.settings import Policy
+
+REFERENCE = "reference"
+DRILL_MESSAGE = "Say hello to the operator in one short sentence."
+
+
+@dataclass(frozen=True)
+class Scenario:
+    """Accounts -> {model id: behaviour script}; ``healthy`` is the script of the route to find."""
+
+    name: str
+    description: str
+    accounts: Mapping[str, Mapping[str, str]]
+    healthy: str | None = "healthy@0.4"
+
+
+SCENARIOS: dict[str, Scenario] = {
+    s.name: s
+    for s in [
+        Scenario(
+            "mixed",
+            "12 routes over 3 accounts: 8 stalled, 2 rate-limited, 1 not-found, 1 healthy "
+            "(5th in catalog order, inside the probe budget)",
+            {
+                "nim_a": {
+                    "deepseek-ai/deepseek-v4-flash": "stall",
+                    "meta/llama-3.3-70b-instruct": "429@30",
+                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+                    "z-ai/glm-4.6": "stall",
+                },
+                "nim_b": {
+                    "deepseek-ai/deepseek-v4-flash": "stall",
+                    "meta/llama-3.3-70b-instruct": "healthy@0.4",
+                    "moonshotai/kimi-k2-instruct": "404",
+                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+                },
+                "router": {
+                    "deepseek/deepseek-v4-flash:free": "headers-stall",
+                    "meta-llama/llama-3.3-70b-instruct:free": "429@30",
+                    "openai/gpt-oss-120b:free": "stall",
+                    "qwen/qwen3-coder:free": "stall",
+                },
+            },
+        ),
+        Scenario(
+            "mixed-deep",
+            "the same mix, but the healthy route is 9th in catalog order, beyond the probe "
+            "budget: it is reached only after the probes and one unprobed stall run out",
+            {
+                "nim_a": {
+                    "deepseek-ai/deepseek-v4-flash": "stall",
+                    "meta/llama-3.3-70b-instruct": "429@30",
+                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+                    "z-ai/glm-4.6": "stall",
+                },
+                "nim_b": {
+                    "deepseek-ai/deepseek-v4-flash": "stall",
+                    "meta/llama-3.3-70b-instruct": "stall",
+                    "moonshotai/kimi-k2-instruct": "404",
+                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+                },
+                "router": {
+                    "deepseek/deepseek-v4-flash:free": "headers-stall",
+                    "meta-llama/llama-3.3-70b-instruct:free": "429@30",
+                    "openai/gpt-oss-120b:free": "healthy@0.4",
+                    "qwen/qwen3-coder:free": "stall",
+                },
+            },
+        ),
+        Scenario(
+            "all-stalled",
+            "12 routes over 3 accounts, every one silent (some after sending headers): "
+            "the run must end at the deadline with every route's fate reported",
+            {
+                account: {
+                    f"vendor/model-{i}": ("headers-stall" if i % 2 else "stall") for i in range(4)
+                }
+                for account in ("nim_a", "nim_b", "router")
+            },
+            healthy=None,
+        ),
+        Scenario(
+            "rate-limited",
+            "6 routes over 3 accounts answer 429 with Retry-After 2 s to their first request and "
+            "serve afterwards; one asks for 900 s and is never tried",
+            {
+                "nim_a": {"vendor/alpha": "429@2>healthy@0.4", "vendor/beta": "429@900"},
+                "nim_b": {"vendor/alpha": "429@2>healthy@0.4", "vendor/beta": "429@2>healthy@0.4"},
+                "router": {"vendor/alpha:free": "429@2>healthy@0.4"},
+            },
+        ),
+    ]
+}
+
+
+def drill_key_env(account: str) -> str:
+    return f"RELAY_DRILL_KEY_{account.upper()}"
+
+
+def drill_key(account: str) -> str:
+    return f"drill-key-{account}-0123456789"
+
+
+def fleet_for(
+    scenario: Scenario, *, reply: str | Callable[[dict], str] | None = None
+) -> FaultFleet:
+    """The scenario's fleet (plus a reference account serving the healthy script directly)."""
+    accounts: dict[str, Any] = {
+        name: {"models": dict(models), "api_key": drill_key(name)}
+        for name, models in scenario.accounts.items()
+    }
+    if scenario.healthy:
+        accounts[REFERENCE] = {"models": {"reference/healthy": scenario.healthy}}
+    return FaultFleet(accounts, reply=reply or "Hello, operator: the drill route is alive.")
+
+
+def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict:
+    """A discovery report over the fleet (every route declared free)."""
+    return {
+        "routes": [
+            {
+                "account": account,
+                "provider": "openai_compatible",
+                "model": model,
+                "base_url": fleet.base_url(account),
+                "api_key_env": drill_key_env(account),
+                "prompt_price_per_1k": 0.0,
+                "completion_price_per_1k": 0.0,
+            }
+            for account, models in scenario.accounts.items()
+            for model in models
+        ]
+    }
+
+
+def drill_environ(scenario: Scenario) -> dict[str, str]:
+    return {drill_key_env(a): drill_key(a) for a in scenario.accounts}
+
+
+async def direct_latency(fleet: FaultFleet, policy: Policy, messages: list[dict]) -> float | None:
+    """Seconds for one request straight to the reference healthy route (no catalog, no probes)."""
+    if REFERENCE not in fleet.accounts:
+        return None
+    async with httpx.AsyncClient() as client:
+        start = time.monotonic()
+        outcome = await chat_call(
+            client,
+            base_url=fleet.base_url(REFERENCE),
+            api_key=None,
+            model="reference/healthy",
+            messages=messages,
+            deadlines=policy.serving.deadlines(),
+        )
+    return round(time.monotonic() - start, 3) if outcome.ok else None
+
+
+async def run_scenario(
+    scenario: Scenario, policy: Policy, fleet: FaultFleet, *, message: str = DRILL_MESSAGE
+) -> dict[str, Any]:
+    """Run preflight + failover over the scenario's catalog on a started fleet; measure it."""
+    messages = [{"role": "user", "content": message}]
+    direct = await direct_latency(fleet, policy, messages)
+    first_request = len(fleet.requests)
+    catalog: Catalog = build_catalog(
+        parse_discovery(discovery_for(scenario, fleet)),
+        limit=policy.catalog.limit,
+        account_cap=policy.catalog.account_cap,
+    )
+    start = time.monotonic()
+    session = RoutingSession(
+        catalog.selected,
+        preflight=policy.preflight,
+        serving=policy.serving,
+        environ=drill_environ(scenario),
+        started_at=start,
+    )
+    async with session:
+        result = await session.serve(messages)
+        time_to_reply = round(time.monotonic() - start, 3)
+    chats = [r for r in fleet.requests[first_request:] if r.is_chat]
+    probes = [r for r in chats if r.max_tokens is not None]
+    healthy_at = next(
+        (
+            i
+            for i, e in enumerate(catalog.selected, 1)
+            if scenario.accounts[e.account][e.route.model].startswith("healthy")
+            or ">healthy" in scenario.accounts[e.account][e.route.model]
+        ),
+        None,
+    )
+    return {
+        "scenario": scenario.name,
+        "description": scenario.description,
+        "served_by": result.served_by.model_dump() if result.served_by else None,
+        "reply": result.reply,
+        "stopped": result.stopped,
+        "time_to_reply_s": time_to_reply,
+        "direct_latency_s": direct,
+        "ratio": round(time_to_reply / direct, 2) if direct and result.ok else None,
+        "healthy_catalog_position": healthy_at,
+        "probes_sent": session.probes_sent,
+        "probe_tokens_requested": sum(r.max_tokens or 0 for r in probes),
+        "max_probe_tokens": max((r.max_tokens or 0 for r in probes), default=0),
+        "requests_per_route": _per_route(chats),
+        "attempts": [a.model_dump() for a in result.attempts],
+        "readiness": session.readiness(),
+        "catalog": catalog.to_json(),
+        "elapsed_s": session.elapsed(),
+    }
+
+
+def _per_route(chats: list) -> dict[str, int]:
+    counts: dict[str, int] = {}
+    for r in chats:
+        key = f"{r.account}/{r.model}"
+        counts[key] = counts.get(key, 0) + 1
+    return counts

@@ -1,0 +1,451 @@
+"""A GitHub API mock for tests: Prism serving GitHub's official OpenAPI description.
+
+Use it with ``pytest_plugins = ["github_mock"]`` in a test module (or the root conftest). The
+``github_mock`` fixture yields a :class:`MockGitHub`; point PyGithub (or ``relay-review run`` as
+a subprocess, via ``GITHUB_API_URL``) at ``mock.url``.
+
+Layout, per test session::
+
+    client ──► recording proxy (127.0.0.1, in this process) ──► Prism (node subprocess)
+
+Prism validates every request against GitHub's spec and answers from GitHub's own examples.
+The proxy exists for what Prism and PyGithub cannot do on their own:
+
+* choose a response per request: ``mock.prefer("GET", r"/compare/", "example=relay-ahead")``
+  adds Prism's ``Prefer`` header (``code=404``, ``example=<key>``, ``dynamic=true``) to matching
+  requests only. PyGithub has no per-call headers, and a subprocess has no hooks at all;
+* record every exchange (``mock.exchanges``) so tests can assert what was *sent* (Prism's
+  answers are static examples: it keeps no state, so "edited in place" is seen in the requests);
+* fail the test (at teardown) on any request Prism found invalid (422 or ``sl-violations`` on
+  the request), any call outside the derived spec, or any Prism error, unless expected;
+* fold the contents API's multi-segment ``{path}`` into one segment (``a/b`` -> ``a%2Fb``):
+  OpenAPI path parameters are one segment, so Prism cannot route ``contents/.github/x.toml``;
+* ``mock.stub(...)`` answers a request itself (e.g. a 502), without Prism, for transport tests.
+
+Requires ``npm ci`` in ``tools/test``. Without it the fixture skips, except under ``CI=true``
+where it fails.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import importlib.util
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+TOOLS = ROOT / "tools" / "test"
+PRISM_BIN = TOOLS / "node_modules" / ".bin" / "prism"
+GENERATED = TOOLS / "generated"
+STARTUP_TIMEOUT_S = 60.0
+PRISM_ERROR_TYPE = "https://stoplight.io/prism/errors#"
+#: Set to a fixed port to reuse the derived spec across sessions (it embeds the proxy's URL).
+PORT_ENV = "GITHUB_MOCK_PORT"
+
+_HOP_BY_HOP = {
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "te",
+    "upgrade",
+    "host",
+}
+_CONTENTS = re.compile(r"^(/repos/[^/]+/[^/]+/contents/)([^?]*)(\?.*)?$")
+
+
+@dataclass
+class Exchange:
+    """One request through the proxy and its answer."""
+
+    method: str
+    path: str
+    query: str
+    headers: dict[str, str]
+    body: Any
+    status: int = 0
+    response_headers: dict[str, str] = field(default_factory=dict)
+    response_body: bytes = b""
+    prefer: str | None = None
+    stubbed: bool = False
+    expected_error: bool = False
+
+    @property
+    def json(self) -> Any:
+        return json.loads(self.response_body) if self.response_body else None
+
+    @property
+    def violations(self) -> list[dict[str, Any]]:
+        raw = self.response_headers.get("sl-violations")
+        return json.loads(raw) if raw else []
+
+    @property
+    def request_violations(self) -> list[dict[str, Any]]:
+        return [v for v in self.violations if (v.get("location") or [""])[0] == "request"]
+
+    @property
+    def prism_error(self) -> str | None:
+        """Prism's own error (no route, unknown example, serializer...), not a spec response."""
+        if "problem+json" not in self.response_headers.get("content-type", ""):
+            return None
+        with contextlib.suppress(ValueError, AttributeError):
+            kind = self.json.get("type", "")
+            if kind.startswith(PRISM_ERROR_TYPE):
+                detail = self.json.get("detail") or self.json.get("title")
+                return f"{kind[len(PRISM_ERROR_TYPE) :]}: {detail}"
+        return None
+
+    def problem(self) -> str | None:
+        """Why this exchange should fail the test, or ``None``."""
+        if self.stubbed:
+            return None
+        if self.request_violations:
+            return "request breaks GitHub's spec: " + "; ".join(
+                v["message"] for v in self.request_violations
+            )
+        if self.expected_error:
+            return None
+        if self.prism_error:
+            return f"Prism error {self.prism_error}"
+        if self.status == 422:
+            return "unexpected 422"
+        return None
+
+    def __str__(self) -> str:
+        query = f"?{self.query}" if self.query else ""
+        return f"{self.method} {self.path}{query} -> {self.status}"
+
+
+@dataclass
+class _Rule:
+    method: str
+    pattern: re.Pattern[str]
+    times: int | None
+    prefer: str | None = None
+    status: int | None = None
+    body: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def matches(self, method: str, path: str) -> bool:
+        return (
+            (self.method in ("*", method)) and bool(self.pattern.search(path)) and self.times != 0
+        )
+
+
+class MockGitHub:
+    """The running mock: its URL, per-request response choices, and the exchange log."""
+
+    def __init__(
+        self, url: str, prism_url: str, prism_log: Path, startup_seconds: float = 0.0
+    ) -> None:
+        self.url = url
+        self.prism_url = prism_url
+        self.prism_log = prism_log
+        #: How long Prism took to answer its first request.
+        self.startup_seconds = startup_seconds
+        self.exchanges: list[Exchange] = []
+        self._rules: list[_Rule] = []
+        self._lock = threading.Lock()
+
+    # --- per-test configuration ---------------------------------------------------------------
+
+    def prefer(self, method: str, path_regex: str, prefer: str, times: int | None = None) -> None:
+        """Send ``Prefer: <prefer>`` to Prism for matching requests (``times`` = how many)."""
+        with self._lock:
+            self._rules.append(_Rule(method.upper(), re.compile(path_regex), times, prefer=prefer))
+
+    def stub(
+        self,
+        method: str,
+        path_regex: str,
+        status: int,
+        body: Any = None,
+        headers: dict[str, str] | None = None,
+        times: int | None = 1,
+    ) -> None:
+        """Answer matching requests here with ``status`` and JSON ``body``, without Prism."""
+        with self._lock:
+            rule = _Rule(
+                method.upper(),
+                re.compile(path_regex),
+                times,
+                status=status,
+                body=body,
+                headers=headers or {},
+            )
+            self._rules.append(rule)
+
+    def reset(self) -> None:
+        with self._lock:
+            self._rules.clear()
+            self.exchanges.clear()
+
+    def client(self, token: str = "test-token", **kwargs: Any) -> Any:  # noqa: S107
+        """A PyGithub client for the mock: no pacing, no backoff, short timeout."""
+        from relay_review.github.client import make_github
+
+        options: dict[str, Any] = {
+            "timeout": 10,
+            "backoff": 0.0,
+            "seconds_between_requests": 0.0,
+            "seconds_between_writes": 0.0,
+        }
+        options.update(kwargs)
+        return make_github(token, self.url, **options)
+
+    # --- inspection ----------------------------------------------------------------------------
+
+    def calls(self, method: str | None = None, path_regex: str | None = None) -> list[Exchange]:
+        """The recorded exchanges, optionally filtered."""
+        with self._lock:
+            found = list(self.exchanges)
+        if method:
+            found = [e for e in found if e.method == method.upper()]
+        if path_regex:
+            found = [e for e in found if re.search(path_regex, e.path)]
+        return found
+
+    def problems(self) -> list[str]:
+        return [f"{e}: {p}" for e in self.calls() if (p := e.problem())]
+
+    def assert_clean(self) -> None:
+        """Fail on any request Prism refused or could not route (see :meth:`Exchange.problem`)."""
+        problems = self.problems()
+        if problems:
+            pytest.fail("GitHub mock: " + "\n  ".join(["spec problems:", *problems]), pytrace=False)
+
+    # --- used by the proxy ---------------------------------------------------------------------
+
+    def _match(self, method: str, path: str) -> _Rule | None:
+        with self._lock:
+            for rule in self._rules:
+                if rule.matches(method, path):
+                    if rule.times is not None:
+                        rule.times -= 1
+                    return rule
+        return None
+
+    def _record(self, exchange: Exchange) -> None:
+        with self._lock:
+            self.exchanges.append(exchange)
+
+
+def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # silence stderr
+            return
+
+        def _handle(self) -> None:
+            mock: MockGitHub = mock_ref["mock"]
+            upstream: tuple[str, int] = mock_ref["upstream"]
+            length = int(self.headers.get("Content-Length") or 0)
+            raw = self.rfile.read(length) if length else b""
+            path, _, query = self.path.partition("?")
+            try:
+                body: Any = json.loads(raw) if raw else None
+            except ValueError:
+                body = raw
+            exchange = Exchange(
+                method=self.command,
+                path=path,
+                query=query,
+                headers=dict(self.headers.items()),
+                body=body,
+            )
+            rule = mock._match(self.command, path)
+            if rule is not None and rule.status is not None:
+                payload = b"" if rule.body is None else json.dumps(rule.body).encode()
+                headers = {"Content-Type": "application/json", **rule.headers}
+                exchange.status, exchange.stubbed = rule.status, True
+                exchange.response_headers = {k.lower(): v for k, v in headers.items()}
+                exchange.response_body = payload
+            else:
+                forward = {k: v for k, v in self.headers.items() if k.lower() not in _HOP_BY_HOP}
+                if rule is not None and rule.prefer:
+                    forward = {k: v for k, v in forward.items() if k.lower() != "prefer"}
+                    forward["Prefer"] = exchange.prefer = rule.prefer
+                    exchange.expected_error = bool(re.search(r"code=[45]\d\d", rule.prefer))
+                target = self.path
+                if m := _CONTENTS.match(self.path):
+                    target = m.group(1) + m.group(2).replace("/", "%2F") + (m.group(3) or "")
+                conn = http.client.HTTPConnection(*upstream, timeout=30)
+                try:
+                    conn.request(self.command, target, body=raw or None, headers=forward)
+                    response = conn.getresponse()
+                    exchange.response_body = response.read()
+                    exchange.status = response.status
+                    exchange.response_headers = {k.lower(): v for k, v in response.getheaders()}
+                finally:
+                    conn.close()
+            mock._record(exchange)
+            self.send_response(exchange.status)
+            for key, value in exchange.response_headers.items():
+                if key not in _HOP_BY_HOP and key != "content-length":
+                    self.send_header(key, value)
+            self.send_header("Content-Length", str(len(exchange.response_body)))
+            self.end_headers()
+            if self.command != "HEAD":
+                self.wfile.write(exchange.response_body)
+
+        do_GET = do_POST = do_PATCH = do_PUT = do_DELETE = do_HEAD = _handle
+
+    return Handler
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def derive_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "relay_review_derive_spec", TOOLS / "derive_spec.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def derived_spec(base_url: str, port: int) -> Path:
+    """The derived spec for ``base_url``, regenerated only when its inputs changed."""
+    derive = derive_module()
+    out = GENERATED / f"github-{port}.json"
+    inputs = (derive.SOURCE, TOOLS / "derive_spec.py")
+    if out.exists() and all(out.stat().st_mtime >= p.stat().st_mtime for p in inputs):
+        return out
+    return derive.derive(derive.SOURCE, out, base_url)
+
+
+def _wait_until_up(proc: subprocess.Popen[bytes], port: int, log: Path, timeout: float) -> float:
+    start = time.monotonic()
+    while time.monotonic() - start < timeout:
+        if proc.poll() is not None:
+            raise RuntimeError(
+                f"Prism exited with {proc.returncode}:\n{log.read_text(errors='replace')[-3000:]}"
+            )
+        with contextlib.suppress(OSError):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=2)
+            try:
+                conn.request("GET", "/user", headers={"Prefer": "code=200"})
+                conn.getresponse().read()
+                return time.monotonic() - start
+            finally:
+                conn.close()
+        time.sleep(0.1)
+    raise RuntimeError(
+        f"Prism did not answer within {timeout:.0f} s:\n{log.read_text(errors='replace')[-3000:]}"
+    )
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is not None:
+        return
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGTERM)
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=5)
+
+
+def webhook_examples(event: str) -> list[dict[str, Any]]:
+    """GitHub's example payloads for ``event`` (``@octokit/webhooks-examples``).
+
+    Skips the test when the package is missing (fails under ``CI=true``).
+    """
+    index = (
+        TOOLS / "node_modules" / "@octokit" / "webhooks-examples" / "api.github.com" / "index.json"
+    )
+    if not index.exists():
+        message = f"@octokit/webhooks-examples is not installed: run `npm ci` in {TOOLS}"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {message}", pytrace=False)
+        pytest.skip(message)
+    for entry in json.loads(index.read_text(encoding="utf-8")):
+        if entry["name"] == event:
+            return entry["examples"]
+    raise LookupError(f"no {event!r} examples in {index}")
+
+
+def prism_available() -> str | None:
+    """``None`` when Prism and GitHub's spec are installed, else what to do."""
+    if not PRISM_BIN.exists():
+        return f"Prism is not installed: run `npm ci` in {TOOLS}"
+    if not derive_module().SOURCE.exists():
+        return f"@octokit/openapi is not installed: run `npm ci` in {TOOLS}"
+    return None
+
+
+@pytest.fixture(scope="session")
+def github_mock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockGitHub]:
+    """Start the proxy and Prism once per session; stop them (process group) at the end."""
+    missing = prism_available()
+    if missing:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true but {missing}", pytrace=False)
+        pytest.skip(missing)
+    mock_ref: dict[str, Any] = {}
+    server = ThreadingHTTPServer(
+        ("127.0.0.1", int(os.environ.get(PORT_ENV, "0"))), _make_handler(mock_ref)
+    )
+    server.daemon_threads = True
+    port = server.server_address[1]
+    url = f"http://127.0.0.1:{port}"
+    spec = derived_spec(url, port)
+    log = tmp_path_factory.mktemp("prism") / "prism.log"
+    prism_port = _free_port()
+    with open(log, "wb") as log_fh:
+        proc = subprocess.Popen(
+            [str(PRISM_BIN), "mock", "-h", "127.0.0.1", "-p", str(prism_port), str(spec)],
+            cwd=TOOLS,
+            stdout=log_fh,
+            stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL,
+            start_new_session=True,
+        )
+    thread = threading.Thread(target=server.serve_forever, name="github-mock-proxy", daemon=True)
+    try:
+        startup = _wait_until_up(proc, prism_port, log, STARTUP_TIMEOUT_S)
+        mock = MockGitHub(url, f"http://127.0.0.1:{prism_port}", log, startup)
+        mock_ref.update(mock=mock, upstream=("127.0.0.1", prism_port))
+        thread.start()
+        yield mock
+    finally:
+        if thread.is_alive():
+            server.shutdown()
+        server.server_close()
+        _stop(proc)
+        if PORT_ENV not in os.environ:
+            spec.unlink(missing_ok=True)
+
+
+@pytest.fixture
+def github_mock(github_mock_server: MockGitHub) -> Iterator[MockGitHub]:
+    """The session's mock, with rules and log reset; fails the test on any spec problem."""
+    github_mock_server.reset()
+    yield github_mock_server
+    try:
+        github_mock_server.assert_clean()
+    finally:
+        github_mock_server.reset()
