@@ -43,7 +43,7 @@ def readiness_rows(
                 c["account"],
                 c["model"],
                 f"{c['cost']}{'+zdr' if c['zdr'] else ''}",
-                r.get("status", "unprobed"),
+                _status(r),
                 r.get("http_status"),
                 r.get("first_byte_s"),
                 r.get("latency_s"),
@@ -51,6 +51,14 @@ def readiness_rows(
             ]
         )
     return rows
+
+
+def _status(probe: Mapping[str, Any]) -> str:
+    """The preflight column: a probe that went out but was abandoned is not silently "unprobed"."""
+    status = probe.get("status", "unprobed")
+    if status == "unprobed" and "abandoned" in (probe.get("detail") or ""):
+        return "abandoned"
+    return status
 
 
 READINESS_HEADER = (

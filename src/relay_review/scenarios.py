@@ -103,8 +103,8 @@ SCENARIOS: dict[str, Scenario] = {
         ),
         Scenario(
             "rate-limited",
-            "6 routes over 3 accounts answer 429 with Retry-After 2 s to their first request and "
-            "serve afterwards; one asks for 900 s and is never tried",
+            "5 routes over 3 accounts: four answer 429 with Retry-After 2 s to their first "
+            "request and serve afterwards; one asks for 900 s and is never tried",
             {
                 "nim_a": {"vendor/alpha": "429@2>healthy@0.4", "vendor/beta": "429@900"},
                 "nim_b": {"vendor/alpha": "429@2>healthy@0.4", "vendor/beta": "429@2>healthy@0.4"},

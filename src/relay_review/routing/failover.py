@@ -186,6 +186,8 @@ async def serve(
             accepted, value, why = await accept(entry, outcome)
         kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
         detail = outcome_detail(outcome) if not outcome.ok else why
+        if outcome.kind is OutcomeKind.TIMEOUT and clock() >= deadline_at - 0.05:
+            detail += " (bounded by the run deadline)"
         attempt = Attempt(
             agent_id=entry.agent_id,
             account=entry.account,
@@ -220,4 +222,9 @@ async def serve(
         if outcome.kind in ACCOUNT_WIDE:
             board.reject_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
             used.update(e.agent_id for e in board.entries if e.account == entry.account)
+    if result.stopped == "deadline":
+        for e in board.entries:
+            probe = board.probes[e.agent_id]
+            if e.agent_id not in used and probe.status is Readiness.UNPROBED and not probe.sent:
+                board.set(e.agent_id, detail="never tried: the run deadline passed")
     return result

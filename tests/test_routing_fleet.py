@@ -1,0 +1,186 @@
+"""Preflight + failover over real sockets against the fault fleet; the chat, preflight, drill CLIs.
+
+Bounds here are scaled down from the defaults so the suite stays fast; the elapsed-time checks
+are upper limits with slack for a noisy machine. The default-settings figures are measured by
+``bench/fault_drill.py``, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from relay_review.drill import FaultFleet
+from relay_review.routing.preflight import PROBE_MAX_TOKENS
+from relay_review.scenarios import (
+    SCENARIOS,
+    discovery_for,
+    drill_environ,
+    fleet_for,
+    run_scenario,
+)
+from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
+
+SLACK = 1.0
+
+
+def fast_policy(**serving) -> Policy:
+    bounds = {"connect": 0.5, "first_byte": 1.0, "idle": 1.0, "attempt": 3.0, "deadline": 6.0}
+    bounds.update(serving)
+    return Policy(
+        preflight=PreflightPolicy(probe_budget=6, probe_timeout=0.8),
+        serving=ServingPolicy(**bounds),
+    )
+
+
+async def run(name: str, policy: Policy) -> tuple[dict, FaultFleet]:
+    scenario = SCENARIOS[name]
+    async with fleet_for(scenario) as fleet:
+        result = await run_scenario(scenario, policy, fleet)
+    return result, fleet
+
+
+def fates(result: dict) -> dict[str, str]:
+    return {r["agent_id"]: r["status"] for r in result["readiness"]}
+
+
+async def test_mixed_is_served_by_the_healthy_route_fast():
+    result, _fleet = await run("mixed", fast_policy())
+    assert result["served_by"]["agent_id"] == "nim_b/meta/llama-3.3-70b-instruct"
+    assert result["reply"] == "Hello, operator: the drill route is alive."
+    assert result["time_to_reply_s"] < 1.5 * result["direct_latency_s"] + 1.0
+    assert [a["outcome"] for a in result["attempts"]] == ["ok"]
+    f = fates(result)
+    assert f["nim_a/meta/llama-3.3-70b-instruct"] == "deferred"
+    assert f["router/meta-llama/llama-3.3-70b-instruct:free"] == "deferred"
+
+
+async def test_at_most_one_probe_per_route_and_at_most_16_tokens():
+    for name in ("mixed", "mixed-deep", "rate-limited"):
+        result, fleet = await run(name, fast_policy())
+        probes = [r for r in fleet.chat_requests() if r.max_tokens is not None]
+        routes = [(r.account, r.model) for r in probes if r.account != "reference"]
+        assert len(routes) == len(set(routes)) == result["probes_sent"] <= 6
+        assert all(r.max_tokens <= PROBE_MAX_TOKENS for r in probes)
+        # serving requests carry no max_tokens here; every route got at most one of them too
+        served = [(r.account, r.model) for r in fleet.chat_requests() if r.max_tokens is None]
+        served = [s for s in served if s[0] != "reference"]
+        assert len(served) == len(set(served))
+
+
+async def test_deferred_is_never_served_before_unprobed_routes():
+    result, _ = await run("mixed-deep", fast_policy(deadline=10.0))
+    served_order = [a["agent_id"] for a in result["attempts"]]
+    f = fates(result)
+    # the only attempts before the healthy route are unprobed ones (never deferred/rejected)
+    assert result["served_by"]["agent_id"] == "router/openai/gpt-oss-120b:free"
+    for agent in served_order[:-1]:
+        assert f[agent] == "unprobed"
+    assert all(f[a] != "deferred" for a in served_order)
+
+
+async def test_rate_limited_routes_serve_after_retry_after_and_never_past_the_deadline():
+    start = time.monotonic()
+    result, _fleet = await run("rate-limited", fast_policy(deadline=8.0))
+    assert result["served_by"]["agent_id"] == "nim_a/vendor/alpha"
+    assert 2.0 <= result["time_to_reply_s"] < 2.0 + 0.5 + SLACK
+    assert "nim_a/vendor/beta" not in [a["agent_id"] for a in result["attempts"]]
+    assert time.monotonic() - start < 8.0
+
+
+async def test_all_stalled_ends_at_the_deadline_with_every_fate():
+    deadline = 3.0
+    start = time.monotonic()
+    result, _ = await run("all-stalled", fast_policy(deadline=deadline, first_byte=5.0))
+    elapsed = time.monotonic() - start
+    assert result["served_by"] is None and result["stopped"] == "deadline"
+    assert elapsed < deadline + SLACK
+    rows = result["readiness"]
+    assert len(rows) == 12
+    assert sum(r["status"] == "timeout" for r in rows) == 6
+    assert all(r["status"] in ("timeout", "unprobed") for r in rows)
+    never = [r for r in rows if r["detail"] == "never tried: the run deadline passed"]
+    tried = {a["agent_id"] for a in result["attempts"]}
+    assert len(never) + len(tried) == 6
+
+
+def cli(*args: str, env: dict | None = None, timeout: float = 60) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "relay_review", *args],
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.fixture
+def mixed_fleet(tmp_path):
+    scenario = SCENARIOS["mixed"]
+    with fleet_for(scenario) as fleet:
+        path = tmp_path / "discovery.json"
+        path.write_text(json.dumps(discovery_for(scenario, fleet)))
+        yield path, drill_environ(scenario)
+
+
+def test_chat_cli_serves_and_reports_every_attempt(mixed_fleet):
+    path, env = mixed_fleet
+    proc = cli("chat", "--discovery", str(path), "--message", "hi", "--deadline", "20", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["served_by"]["agent_id"] == "nim_b/meta/llama-3.3-70b-instruct"
+    assert set(out["attempts"][0]) >= {"agent_id", "phase", "outcome", "http_status", "elapsed_s"}
+    assert len(out["readiness"]) == 12
+    # one INFO line per attempt, and the key values never printed
+    assert "attempt 1: route=nim_b/meta/llama-3.3-70b-instruct" in proc.stderr
+    for value in env.values():
+        assert value not in proc.stdout and value not in proc.stderr
+
+
+def test_chat_cli_exit_1_when_nothing_serves_and_missing_key_named(mixed_fleet):
+    path, _ = mixed_fleet
+    proc = cli("chat", "--discovery", str(path), "--message", "hi", "--deadline", "5")
+    assert proc.returncode == 1
+    out = json.loads(proc.stdout)
+    assert out["served_by"] is None
+    assert {r["detail"] for r in out["readiness"]} == {
+        "missing key RELAY_DRILL_KEY_NIM_A",
+        "missing key RELAY_DRILL_KEY_NIM_B",
+        "missing key RELAY_DRILL_KEY_ROUTER",
+    }
+
+
+def test_chat_cli_bad_input_exits_2(tmp_path):
+    proc = cli("chat", "--discovery", str(tmp_path / "none.json"), "--message", "x")
+    assert proc.returncode == 2
+    proc = cli("chat", "--discovery", str(tmp_path / "none.json"))
+    assert proc.returncode == 2  # neither --message nor --message-file
+    proc = cli("chat", "--discovery", "x.json", "--message", "x", "--deadline", "-3")
+    assert proc.returncode == 2 and "--deadline" in proc.stderr
+
+
+def test_preflight_cli_classifies_every_route(mixed_fleet):
+    path, env = mixed_fleet
+    proc = cli("preflight", "--discovery", str(path), "--probe-timeout", "1", env=env)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["probes_sent"] == 6
+    statuses = [r["status"] for r in out["readiness"]]
+    assert statuses == ["timeout"] * 3 + ["deferred", "ready", "deferred"] + ["unprobed"] * 6
+    ready = out["readiness"][4]
+    assert ready["http_status"] == 200 and ready["first_byte_s"] > 0 and ready["latency_s"] > 0
+    assert set(out["catalog"]) == {"selected", "report"}
+
+
+def test_drill_cli_prints_table_timeline_and_ratio():
+    proc = cli("drill", "--scenario", "mixed")
+    assert proc.returncode == 0, proc.stderr
+    assert "SERVED" in proc.stdout and "abandoned" in proc.stdout
+    assert "time to reply" in proc.stdout and "ratio" in proc.stdout
+    assert "probes sent 6 (at most 16 output tokens each" in proc.stdout
