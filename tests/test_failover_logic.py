@@ -13,7 +13,7 @@ import pytest
 
 from relay_review.models import Outcome, OutcomeKind, Phase, Readiness
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.routing.failover import next_route
+from relay_review.routing.failover import RunState, next_route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS, ReadinessBoard
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import PreflightPolicy, ServingPolicy
@@ -210,9 +210,9 @@ async def test_whole_run_deadline_bounds_probes_and_serving():
 def test_next_route_waits_while_preflight_runs_and_nothing_is_ready():
     entries = catalog("a", "b")
     board = ReadinessBoard(entries)
-    assert next_route(board, set(), now=0.0, deadline_at=10.0) == (None, 10.0)
+    assert next_route(board, RunState(), now=0.0, deadline_at=10.0) == (None, 10.0)
     board.finish()
-    entry, wait = next_route(board, set(), now=0.0, deadline_at=10.0)
+    entry, wait = next_route(board, RunState(), now=0.0, deadline_at=10.0)
     assert entry.route.model == "a" and wait == 0.0
 
 
@@ -224,5 +224,26 @@ def test_next_route_sleeps_until_retry_after(retry_after, expected_wait):
         entries[0].agent_id, status=Readiness.DEFERRED, retry_after=retry_after, finished_at=1.0
     )
     board.finish()
-    entry, wait = next_route(board, set(), now=1.0, deadline_at=10.0)
+    entry, wait = next_route(board, RunState(), now=1.0, deadline_at=10.0)
     assert entry is entries[0] and wait == pytest.approx(expected_wait)
+
+
+async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it():
+    entries = catalog("only")
+    script = Script({"only": [(0.01, ok())] + [(0.2, ok(f"r{i}")) for i in range(3)]})
+    session = RoutingSession(
+        entries,
+        preflight=PreflightPolicy(probe_budget=1, probe_timeout=1.0),
+        serving=ServingPolicy(first_byte=1.0, attempt=1.0, deadline=5.0),
+        environ={"K": "secret"},
+        chat=script,
+    )
+    async with session:
+        results = await asyncio.gather(
+            *(session.serve([{"role": "user", "content": str(i)}]) for i in range(3))
+        )
+    assert all(r.served_by and r.served_by.model == "only" for r in results)
+    assert sorted(r.reply for r in results) == ["r0", "r1", "r2"]
+    # one route, so the three requests went one after another (busy routes are waited for)
+    starts = sorted(ts for _m, tokens, ts in script.calls if tokens is None)
+    assert starts[1] - starts[0] >= 0.19 and starts[2] - starts[1] >= 0.19

@@ -89,17 +89,33 @@ def attempt_phase(outcome: Outcome) -> str:
     return "response"
 
 
+@dataclass
+class RunState:
+    """Route bookkeeping shared by every request of one run (chunks may be served concurrently).
+
+    ``out``: failed this run, never tried again. ``busy``: serving a request right now.
+    ``proven``: served a reply this run, so it counts as ready whatever preflight said.
+    """
+
+    out: set[str] = field(default_factory=set)
+    busy: set[str] = field(default_factory=set)
+    proven: set[str] = field(default_factory=set)
+
+
 def next_route(
-    board: ReadinessBoard, used: set[str], now: float, deadline_at: float
+    board: ReadinessBoard, state: RunState, now: float, deadline_at: float
 ) -> tuple[CatalogEntry | None, float]:
     """Pick the next route, or say how long to wait for news (pure over the board's state).
 
     Returns ``(entry, 0)`` to serve now, ``(entry, s)`` to serve after sleeping ``s`` seconds (a
-    deferred route), ``(None, s>0)`` to wait for a probe result, ``(None, 0)`` when nothing is left.
+    deferred route), ``(None, s>0)`` to wait for a probe result or a busy route to free up,
+    ``(None, 0)`` when nothing is left.
     """
-    entries = [e for e in board.entries if e.agent_id not in used]  # catalog = priority order
+    entries = [  # catalog order = priority order
+        e for e in board.entries if e.agent_id not in state.out and e.agent_id not in state.busy
+    ]
     for e in entries:
-        if board.status(e.agent_id) is Readiness.READY:
+        if e.agent_id in state.proven or board.status(e.agent_id) is Readiness.READY:
             return e, 0.0
     if not board.finished:
         return None, max(0.0, deadline_at - now)
@@ -113,6 +129,8 @@ def next_route(
             available_at = (probe.finished_at or now) + (probe.retry_after or 0.0)
             if available_at < deadline_at:
                 return e, max(0.0, available_at - now)
+    if state.busy - state.out:
+        return None, max(0.0, deadline_at - now)  # a route in use may free up
     return None, 0.0
 
 
@@ -129,25 +147,25 @@ async def serve(
     accept: Accept | None = None,
     max_tokens: int | None = None,
     extra_body: dict | None = None,
-    used: set[str] | None = None,
+    state: RunState | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[Any]] | None = None,
 ) -> ServeResult:
     """Serve ``messages`` over the board's routes until one reply is accepted or time runs out.
 
-    ``used`` (shared between concurrent callers) holds routes already taken or failed this run.
+    ``state`` is shared between concurrent callers of one run (see :class:`RunState`).
     """
     import asyncio
 
     sleep = sleep or asyncio.sleep
-    used = used if used is not None else set()
+    state = state if state is not None else RunState()
     result = ServeResult()
     while True:
         now = clock()
         if now >= deadline_at:
             result.stopped = "deadline"
             break
-        entry, wait = next_route(board, used, now, deadline_at)
+        entry, wait = next_route(board, state, now, deadline_at)
         if entry is None:
             if wait <= 0:
                 result.stopped = "exhausted"
@@ -158,60 +176,33 @@ async def serve(
             log.info("waiting %.1fs for deferred route %s (retry-after)", wait, entry.agent_id)
             await sleep(min(wait, deadline_at - now))
             continue
-        used.add(entry.agent_id)
         key = api_key_for(entry, environ)
         if key is None:
+            state.out.add(entry.agent_id)
             board.set(entry.agent_id, status=Readiness.REJECTED, detail="missing key")
             continue
-        remaining = deadline_at - clock()
-        bounds = Deadlines(
-            connect=min(deadlines.connect, remaining),
-            first_byte=min(deadlines.first_byte, remaining),
-            idle=min(deadlines.idle, remaining),
-            attempt=min(deadlines.attempt, remaining),
-        )
-        started = clock()
-        outcome = await chat(
-            client,
-            base_url=entry.route.base_url or "",
-            api_key=key,
-            model=entry.route.model,
-            messages=messages,
-            deadlines=bounds,
-            max_tokens=max_tokens,
-            extra_body=extra_body,
-        )
-        accepted, value, why = (outcome.ok, None, "")
-        if outcome.ok and accept is not None:
-            accepted, value, why = await accept(entry, outcome)
-        kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
-        detail = outcome_detail(outcome) if not outcome.ok else why
-        if outcome.kind is OutcomeKind.TIMEOUT and clock() >= deadline_at - 0.05:
-            detail += " (bounded by the run deadline)"
-        attempt = Attempt(
-            agent_id=entry.agent_id,
-            account=entry.account,
-            model=entry.route.model,
-            phase=attempt_phase(outcome),
-            outcome=kind,
-            http_status=outcome.http_status,
-            elapsed_s=round(clock() - started, 3),
-            started_s=round(started - run_started, 3),
-            detail=detail,
-        )
+        state.busy.add(entry.agent_id)
+        try:
+            accepted, outcome, attempt, value = await _attempt(
+                entry,
+                chat=chat,
+                client=client,
+                key=key,
+                messages=messages,
+                deadlines=deadlines,
+                deadline_at=deadline_at,
+                run_started=run_started,
+                accept=accept,
+                max_tokens=max_tokens,
+                extra_body=extra_body,
+                clock=clock,
+            )
+        finally:
+            state.busy.discard(entry.agent_id)
+            board.touch()
         result.attempts.append(attempt)
-        log.info(
-            "attempt %d: route=%s account=%s phase=%s outcome=%s http=%s elapsed=%.2fs%s",
-            len(result.attempts),
-            attempt.agent_id,
-            attempt.account,
-            attempt.phase,
-            attempt.outcome,
-            attempt.http_status if attempt.http_status is not None else "-",
-            attempt.elapsed_s,
-            f" ({detail})" if detail and not accepted else "",
-        )
         if accepted:
+            state.proven.add(entry.agent_id)
             result.reply = outcome.content
             result.value = value
             result.served_by = ServedBy(
@@ -219,12 +210,84 @@ async def serve(
             )
             result.stopped = "served"
             break
+        state.out.add(entry.agent_id)
         if outcome.kind in ACCOUNT_WIDE:
             board.reject_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
-            used.update(e.agent_id for e in board.entries if e.account == entry.account)
+            state.out.update(e.agent_id for e in board.entries if e.account == entry.account)
     if result.stopped == "deadline":
         for e in board.entries:
             probe = board.probes[e.agent_id]
-            if e.agent_id not in used and probe.status is Readiness.UNPROBED and not probe.sent:
+            untouched = e.agent_id not in state.out and e.agent_id not in state.proven
+            if untouched and probe.status is Readiness.UNPROBED and not probe.sent:
                 board.set(e.agent_id, detail="never tried: the run deadline passed")
     return result
+
+
+async def _attempt(
+    entry: CatalogEntry,
+    *,
+    chat: ChatFn,
+    client: httpx.AsyncClient,
+    key: str,
+    messages: list[dict],
+    deadlines: Deadlines,
+    deadline_at: float,
+    run_started: float,
+    accept: Accept | None,
+    max_tokens: int | None,
+    extra_body: dict | None,
+    clock: Callable[[], float],
+) -> tuple[bool, Outcome, Attempt, Any]:
+    """One serving request on one route, its reply check, and its log line."""
+    remaining = deadline_at - clock()
+    bounds = Deadlines(
+        connect=min(deadlines.connect, remaining),
+        first_byte=min(deadlines.first_byte, remaining),
+        idle=min(deadlines.idle, remaining),
+        attempt=min(deadlines.attempt, remaining),
+    )
+    started = clock()
+    outcome = await chat(
+        client,
+        base_url=entry.route.base_url or "",
+        api_key=key,
+        model=entry.route.model,
+        messages=messages,
+        deadlines=bounds,
+        max_tokens=max_tokens,
+        extra_body=extra_body,
+    )
+    accepted, value, why = (outcome.ok, None, "")
+    if outcome.ok and accept is not None:
+        accepted, value, why = await accept(entry, outcome)
+    kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
+    detail = outcome_detail(outcome) if not outcome.ok else why
+    if outcome.kind is OutcomeKind.TIMEOUT and clock() >= deadline_at - 0.05:
+        detail += " (bounded by the run deadline)"
+    attempt = Attempt(
+        agent_id=entry.agent_id,
+        account=entry.account,
+        model=entry.route.model,
+        phase=attempt_phase(outcome),
+        outcome=kind,
+        http_status=outcome.http_status,
+        elapsed_s=round(clock() - started, 3),
+        started_s=round(started - run_started, 3),
+        detail=detail,
+    )
+    log_attempt(attempt, accepted)
+    return accepted, outcome, attempt, value
+
+
+def log_attempt(attempt: Attempt, accepted: bool) -> None:
+    """One INFO line per attempt: route, account, phase, outcome, HTTP status, elapsed."""
+    log.info(
+        "attempt: route=%s account=%s phase=%s outcome=%s http=%s elapsed=%.2fs%s",
+        attempt.agent_id,
+        attempt.account,
+        attempt.phase,
+        attempt.outcome,
+        attempt.http_status if attempt.http_status is not None else "-",
+        attempt.elapsed_s,
+        f" ({attempt.detail})" if attempt.detail and not accepted else "",
+    )

@@ -103,6 +103,10 @@ class ReadinessBoard:
             if e.account == account and probe.status not in (Readiness.READY, Readiness.REJECTED):
                 self.set(e.agent_id, status=Readiness.REJECTED, detail=why)
 
+    def touch(self) -> None:
+        """Signal a change that is not a probe result (a busy route became free)."""
+        self._changed.set()
+
     def finish(self) -> None:
         self.finished = True
         self._changed.set()

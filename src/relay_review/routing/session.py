@@ -21,7 +21,7 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from relay_review.models import CatalogEntry, Readiness
-from relay_review.routing.failover import Accept, ServeResult, serve
+from relay_review.routing.failover import Accept, RunState, ServeResult, serve
 from relay_review.routing.preflight import ChatFn, ReadinessBoard, run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
@@ -55,7 +55,7 @@ class RoutingSession:
         self.started_at = started_at if started_at is not None else clock()
         self.deadline_at = self.started_at + serving.deadline
         self.board = ReadinessBoard(entries)
-        self.used: set[str] = set()
+        self.state = RunState()
         self._client: httpx.AsyncClient | None = None
         self._preflight_task: asyncio.Task | None = None
 
@@ -90,7 +90,7 @@ class RoutingSession:
         max_tokens: int | None = None,
         extra_body: dict | None = None,
     ) -> ServeResult:
-        """Serve one request over the catalog (routes already used this run are skipped)."""
+        """Serve one request over the catalog (routes that failed this run are skipped)."""
         assert self._client is not None, "use the session as an async context manager"
         return await serve(
             self.board,
@@ -104,7 +104,7 @@ class RoutingSession:
             accept=accept,
             max_tokens=max_tokens,
             extra_body=extra_body,
-            used=self.used,
+            state=self.state,
             clock=self.clock,
         )
 
