@@ -138,7 +138,7 @@ def test_chat_cli_serves_and_reports_every_attempt(mixed_fleet):
     assert set(out["attempts"][0]) >= {"agent_id", "phase", "outcome", "http_status", "elapsed_s"}
     assert len(out["readiness"]) == 12
     # one INFO line per attempt, and the key values never printed
-    assert "attempt: route=nim_b/meta/llama-3.3-70b-instruct" in proc.stderr
+    assert "attempt (serve): route=nim_b/meta/llama-3.3-70b-instruct" in proc.stderr
     for value in env.values():
         assert value not in proc.stdout and value not in proc.stderr
 

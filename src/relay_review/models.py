@@ -190,6 +190,7 @@ class Attempt(BaseModel):
     elapsed_s: float
     started_s: float = Field(description="seconds since the run started")
     detail: str = ""
+    purpose: str = Field("serve", description="serve, or repair (the review's one repair round)")
 
 
 class ServedBy(BaseModel):

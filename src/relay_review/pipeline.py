@@ -6,14 +6,24 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from relay_review.models import Catalog
+from relay_review.models import Attempt, Catalog, CatalogEntry, Outcome
+from relay_review.review.chunks import DEFAULT_EXCLUDES, MIN_CHUNK_TOKENS, Chunk, plan_chunks
+from relay_review.review.decision import decide, merge_findings
+from relay_review.review.diff import DiffIndex
+from relay_review.review.prompt import Prompt, build_messages, diff_budget, repair_messages
+from relay_review.review.verdict import Finding, VerdictParseError, parse_reply, validate
+from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.preflight import ChatFn
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
+
+log = logging.getLogger("relay_review.pipeline")
 
 
 def _session(
@@ -68,3 +78,194 @@ async def chat(
 def run_sync(coro: Any) -> Any:
     """Run a pipeline coroutine from synchronous code (the CLI)."""
     return asyncio.run(coro)
+
+
+# --------------------------------------------------------------------------------------------
+# the review
+
+
+@dataclass
+class ChunkVerdict:
+    """What one chunk's accepted reply came to, after its repair round (if any)."""
+
+    summary: str
+    verified: list[Finding]
+    unverified: list[tuple[Finding, str]]
+    repair: Attempt | None = None
+
+
+def context_window(catalog: Catalog, policy: Policy) -> int:
+    """The smallest context window in the catalog (so any route can serve any chunk)."""
+    known = [e.route.context_length for e in catalog.selected if e.route.context_length]
+    return min(known, default=policy.review.context_tokens)
+
+
+def make_accept(session: RoutingSession, chunk: Chunk, prompt: Prompt, policy: Policy) -> Accept:
+    """The reply check for one chunk: parse, validate citations, one repair round on the route."""
+
+    async def accept(entry: CatalogEntry, outcome: Outcome) -> tuple[bool, Any, str]:
+        try:
+            reply = parse_reply(outcome.content or "")
+        except VerdictParseError as exc:
+            return False, None, f"malformed verdict: {exc}"
+        verified, rejected = validate(reply, chunk.index)
+        verdict = ChunkVerdict(reply.summary, verified, [(r.finding, r.reason) for r in rejected])
+        if not rejected:
+            return True, verdict, ""
+        messages = repair_messages(prompt, outcome.content or "", rejected)
+        repaired, attempt = await session.call(
+            entry, messages, max_tokens=policy.review.max_output_tokens
+        )
+        verdict.repair = attempt
+        if not repaired.ok:
+            verdict.unverified = [
+                (f, f"{why} (repair round failed)") for f, why in verdict.unverified
+            ]
+            return True, verdict, ""
+        try:
+            second = parse_reply(repaired.content or "")
+        except VerdictParseError as exc:
+            verdict.unverified = [
+                (f, f"{why} (repair reply malformed: {exc})") for f, why in verdict.unverified
+            ]
+            return True, verdict, ""
+        verified2, rejected2 = validate(second, chunk.index)
+        verdict.verified = merge_findings([verified, verified2])
+        verdict.unverified = [
+            (r.finding, f"{r.reason} (after the repair round)") for r in rejected2
+        ]
+        verdict.summary = second.summary or reply.summary
+        return True, verdict, ""
+
+    return accept
+
+
+async def review(
+    index: DiffIndex,
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    *,
+    title: str | None = None,
+    body: str | None = None,
+    chat_fn: ChatFn | None = None,
+) -> dict[str, Any]:
+    """Review a diff: chunk it, serve every chunk with failover, validate, decide, report."""
+    r = policy.review
+    started = time.monotonic()
+    excludes = [*(DEFAULT_EXCLUDES if r.default_excludes else ()), *r.exclude]
+    budget = diff_budget(
+        context_window(catalog, policy), r.max_output_tokens, title=title, body=body
+    )
+    if r.chunk_tokens:
+        budget = min(budget, r.chunk_tokens)
+    plan = plan_chunks(
+        index, max(budget, MIN_CHUNK_TOKENS), exclude=excludes, max_chunks=r.max_chunks
+    )
+    files = {f.path: f.model_dump(include={"path", "status", "reason"}) for f in plan.files}
+    report: dict[str, Any] = {
+        "decision": "unavailable",
+        "summary": "",
+        "findings": [],
+        "unverified": [],
+        "files": list(files.values()),
+        "served_by": None,
+        "chunks": [],
+        "attempts": [],
+        "readiness": [],
+        "catalog": catalog.to_json(),
+        "probes_sent": 0,
+        "elapsed_s": 0.0,
+        "stopped": "nothing to review",
+        "why": "",
+    }
+    if not plan.chunks:
+        report.update(
+            decision="comment",
+            summary="Nothing to review: no file of this diff has reviewable changed lines.",
+            why="every file was skipped",
+        )
+        report["elapsed_s"] = round(time.monotonic() - started, 3)
+        return report
+
+    log.info(
+        "review: %d files, %d chunks of at most %d tokens, over %d routes",
+        len(plan.files),
+        len(plan.chunks),
+        budget,
+        len(catalog.selected),
+    )
+    session = _session(catalog, policy, environ, chat_fn)
+    limit = asyncio.Semaphore(r.concurrency)
+
+    async def one(chunk: Chunk) -> ServeResult:
+        prompt = build_messages(chunk, title=title, body=body, part=chunk.number, parts=chunk.total)
+        async with limit:
+            return await session.serve(
+                prompt.messages,
+                accept=make_accept(session, chunk, prompt, policy),
+                max_tokens=r.max_output_tokens,
+            )
+
+    async with session:
+        results = await asyncio.gather(*(one(c) for c in plan.chunks))
+    verified: list[list[Finding]] = []
+    unverified: list[dict] = []
+    summaries: list[str] = []
+    attempts: list[Attempt] = []
+    for chunk, result in zip(plan.chunks, results, strict=True):
+        attempts.extend(result.attempts)
+        report["chunks"].append(
+            {
+                "number": chunk.number,
+                "total": chunk.total,
+                "paths": chunk.paths,
+                "served_by": result.served_by.model_dump() if result.served_by else None,
+                "stopped": result.stopped,
+            }
+        )
+        if not result.ok:
+            for path in chunk.paths:
+                files[path] = {
+                    "path": path,
+                    "status": "skipped",
+                    "reason": f"no route could review it before the deadline ({result.stopped})",
+                }
+            continue
+        verdict: ChunkVerdict = result.value
+        if verdict.repair is not None:
+            attempts.append(verdict.repair)
+        verified.append(verdict.verified)
+        unverified += [{**f.model_dump(), "reason": why} for f, why in verdict.unverified]
+        if verdict.summary:
+            prefix = f"Part {chunk.number}/{chunk.total}: " if chunk.total > 1 else ""
+            summaries.append(prefix + verdict.summary)
+    served = [c["served_by"] for c in report["chunks"] if c["served_by"]]
+    findings = merge_findings(verified)
+    report.update(
+        files=list(files.values()),
+        findings=[f.model_dump() for f in findings],
+        unverified=unverified,
+        summary="\n".join(summaries),
+        served_by=served[0] if served else None,
+        attempts=[a.model_dump() for a in sorted(attempts, key=lambda a: a.started_s)],
+        readiness=session.readiness(),
+        probes_sent=session.probes_sent,
+        elapsed_s=round(time.monotonic() - started, 3),
+    )
+    if not served:
+        stops = sorted({c["stopped"] for c in report["chunks"]})
+        report.update(
+            decision="unavailable",
+            stopped=", ".join(stops),
+            why="no route produced a valid verdict before the deadline"
+            if "deadline" in stops
+            else "every route failed or was ruled out",
+        )
+    else:
+        report.update(
+            decision=decide(findings, allow_approve=r.allow_approve),
+            stopped="served" if len(served) == len(plan.chunks) else "partial",
+            why="" if len(served) == len(plan.chunks) else "some chunks could not be reviewed",
+        )
+    return report

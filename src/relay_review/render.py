@@ -26,14 +26,25 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
+def _served_ids(served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> set[str]:
+    if not served_by:
+        return set()
+    if isinstance(served_by, Mapping):
+        return {served_by["agent_id"]}
+    return {s["agent_id"] for s in served_by if s}
+
+
 def readiness_rows(
     catalog: Sequence[Mapping[str, Any]],
     readiness: Sequence[Mapping[str, Any]],
-    served_by: Mapping[str, Any] | None,
+    served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
 ) -> list[list[Any]]:
-    """One row per catalog route: priority, route, tier, preflight result, whether it served."""
+    """One row per catalog route: priority, route, tier, preflight result, whether it served.
+
+    ``served_by`` is one route or, for a review in several chunks, every route that served one.
+    """
     by_id = {r["agent_id"]: r for r in readiness}
-    served = served_by["agent_id"] if served_by else None
+    served = _served_ids(served_by)
     rows = []
     for c in catalog:
         r = by_id.get(c["agent_id"], {})
@@ -47,7 +58,7 @@ def readiness_rows(
                 r.get("http_status"),
                 r.get("first_byte_s"),
                 r.get("latency_s"),
-                "SERVED" if c["agent_id"] == served else "",
+                "SERVED" if c["agent_id"] in served else "",
             ]
         )
     return rows
@@ -72,13 +83,13 @@ READINESS_HEADER = (
     "latency_s",
     "served",
 )
-ATTEMPT_HEADER = ("#", "start_s", "route", "phase", "outcome", "http", "elapsed_s")
+ATTEMPT_HEADER = ("#", "start_s", "route", "for", "phase", "outcome", "http", "elapsed_s")
 
 
 def readiness_table(
     catalog: Sequence[Mapping[str, Any]],
     readiness: Sequence[Mapping[str, Any]],
-    served_by: Mapping[str, Any] | None,
+    served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
 ) -> str:
     """The selection and readiness table as aligned text."""
     if not catalog:
@@ -92,6 +103,7 @@ def attempt_rows(attempts: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
             i,
             a.get("started_s"),
             a["agent_id"],
+            a.get("purpose", "serve"),
             a["phase"],
             a["outcome"],
             a.get("http_status"),
@@ -205,7 +217,9 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         why = report.get("why") or "no route produced a valid verdict before the deadline"
         summary = f"No verdict: {md_text(why)}. Every route's fate is in the table below."
     else:
-        summary = md_text(report.get("summary") or "", 4000)
+        summary = "\n\n".join(
+            md_text(line, 4000) for line in (report.get("summary") or "").splitlines() if line
+        )
     sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{summary[:2000]}")]
 
     if findings:
@@ -244,11 +258,16 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
             ("files", _details(title, body), f"_{len(skipped)} files were not reviewed._")
         )
 
+    chunk_servers = [c["served_by"] for c in report.get("chunks") or [] if c.get("served_by")]
+    servers = chunk_servers or ([served] if served else [])
     rows = [
         [_md_cell(c) for c in row]
-        for row in readiness_rows(catalog, report.get("readiness") or [], served)
+        for row in readiness_rows(catalog, report.get("readiness") or [], servers)
     ]
-    served_line = f"Served by {md_code(served['agent_id'])}." if served else "No route served."
+    names = sorted({s["agent_id"] for s in servers})
+    served_line = (
+        "Served by " + ", ".join(md_code(n) for n in names) + "." if names else "No route served."
+    )
     table = md_table(READINESS_HEADER, rows) if rows else "No routes were selected."
     full = f"### Routes: selection and readiness\n\n{table}\n\n{served_line}"
     keep = [r for r in rows if r[-1]] + [r for r in rows if not r[-1]][:10]

@@ -131,7 +131,19 @@ class ReviewPolicy(_Section):
     """``[review]``: what is reviewed and how long the model's answer may be."""
 
     exclude: list[str] = _opt([], 'a list of glob strings like ["*.lock", "dist/**"]')
+    default_excludes: bool = _opt(True, "true or false (skip lock, generated and vendored files)")
     max_output_tokens: int = _opt(4096, "a whole number >= 1", ge=1)
+    context_tokens: int = _opt(
+        32768, "a whole number >= 2048 (context window assumed when discovery gives none)", ge=2048
+    )
+    chunk_tokens: int | None = _opt(
+        None,
+        "a whole number >= 256 (most diff tokens in one request; default: fit the context)",
+        ge=256,
+    )
+    concurrency: int = _opt(3, "a whole number from 1 to 16 (chunks reviewed at once)", ge=1, le=16)
+    max_chunks: int = _opt(20, "a whole number >= 1 (more chunks are listed as not reviewed)", ge=1)
+    allow_approve: bool = _opt(True, "true or false (false: no findings gives 'comment')")
 
 
 class Policy(_Section):

@@ -1,8 +1,10 @@
-"""``relay-review drill``: run preflight and failover against a local fleet of scripted faults.
+"""``relay-review drill``: run the pipeline against a local fleet of scripted faults.
 
-Operators use it to see how their deadlines behave before trusting a free pool: it starts the
-fault fleet in-process, builds a catalog over it, and prints the readiness table, the attempt
-timeline and time-to-reply against the healthy route's own direct latency.
+With no ``--scenario`` it reviews a bundled sample diff end to end (catalog, preflight, failover,
+verdict validation with a repair round) and prints the PR comment it would post. With a
+scenario it serves one chat request and prints the readiness table, the attempt timeline and
+time-to-reply against the healthy route's own direct latency. Operators use it to see how their
+deadlines behave before trusting a free pool.
 """
 
 from __future__ import annotations
@@ -12,8 +14,14 @@ import json
 
 from relay_review import pipeline
 from relay_review.commands.common import add_serving_args, policy_from_args
-from relay_review.render import attempt_timeline, readiness_table
-from relay_review.scenarios import SCENARIOS, fleet_for, run_scenario
+from relay_review.render import attempt_timeline, comment_markdown, readiness_table
+from relay_review.scenarios import (
+    REVIEW_SCENARIO,
+    SCENARIOS,
+    fleet_for,
+    run_review_drill,
+    run_scenario,
+)
 from relay_review.settings import Policy
 
 
@@ -21,11 +29,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "drill",
         help="run preflight + failover against a local fleet of scripted faults",
-        description="Start a local fault fleet and run the catalog, preflight and failover "
-        "against it with your settings. Scenarios: "
-        + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
+        description="Start a local fault fleet and run the pipeline against it with your "
+        "settings. Without --scenario: review a bundled sample diff and print the PR comment. "
+        "Scenarios: " + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
     )
-    p.add_argument("--scenario", choices=sorted(SCENARIOS), default="mixed")
+    p.add_argument(
+        "--scenario",
+        choices=sorted(SCENARIOS),
+        help="serve one chat request under this scenario (default: the whole review drill)",
+    )
     add_serving_args(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
@@ -65,6 +77,14 @@ def format_drill(result: dict) -> str:
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
+    if args.scenario is None:
+        report = pipeline.run_sync(run_review_drill(policy))
+        if args.format == "json":
+            print(json.dumps(report, indent=2))
+        else:
+            print(f"scenario review: {REVIEW_SCENARIO.description}\n")
+            print(comment_markdown(report, marker=""))
+        return 0 if report["decision"] != "unavailable" else 1
     result = pipeline.run_sync(_drill(args.scenario, policy))
     if args.format == "json":
         print(json.dumps(result, indent=2))

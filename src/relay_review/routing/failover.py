@@ -183,7 +183,7 @@ async def serve(
             continue
         state.busy.add(entry.agent_id)
         try:
-            accepted, outcome, attempt, value = await _attempt(
+            accepted, outcome, attempt, value = await attempt_on(
                 entry,
                 chat=chat,
                 client=client,
@@ -223,7 +223,7 @@ async def serve(
     return result
 
 
-async def _attempt(
+async def attempt_on(
     entry: CatalogEntry,
     *,
     chat: ChatFn,
@@ -237,8 +237,9 @@ async def _attempt(
     max_tokens: int | None,
     extra_body: dict | None,
     clock: Callable[[], float],
+    purpose: str = "serve",
 ) -> tuple[bool, Outcome, Attempt, Any]:
-    """One serving request on one route, its reply check, and its log line."""
+    """One request on one route (no switching), its reply check, and its log line."""
     remaining = deadline_at - clock()
     bounds = Deadlines(
         connect=min(deadlines.connect, remaining),
@@ -257,6 +258,7 @@ async def _attempt(
         max_tokens=max_tokens,
         extra_body=extra_body,
     )
+    elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
     if outcome.ok and accept is not None:
         accepted, value, why = await accept(entry, outcome)
@@ -271,9 +273,10 @@ async def _attempt(
         phase=attempt_phase(outcome),
         outcome=kind,
         http_status=outcome.http_status,
-        elapsed_s=round(clock() - started, 3),
+        elapsed_s=elapsed,
         started_s=round(started - run_started, 3),
         detail=detail,
+        purpose=purpose,
     )
     log_attempt(attempt, accepted)
     return accepted, outcome, attempt, value
@@ -282,7 +285,8 @@ async def _attempt(
 def log_attempt(attempt: Attempt, accepted: bool) -> None:
     """One INFO line per attempt: route, account, phase, outcome, HTTP status, elapsed."""
     log.info(
-        "attempt: route=%s account=%s phase=%s outcome=%s http=%s elapsed=%.2fs%s",
+        "attempt (%s): route=%s account=%s phase=%s outcome=%s http=%s elapsed=%.2fs%s",
+        attempt.purpose,
         attempt.agent_id,
         attempt.account,
         attempt.phase,

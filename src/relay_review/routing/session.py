@@ -20,9 +20,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
-from relay_review.models import CatalogEntry, Readiness
-from relay_review.routing.failover import Accept, RunState, ServeResult, serve
-from relay_review.routing.preflight import ChatFn, ReadinessBoard, run_preflight
+from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
+from relay_review.routing.failover import Accept, RunState, ServeResult, attempt_on, serve
+from relay_review.routing.preflight import ChatFn, ReadinessBoard, api_key_for, run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
 
@@ -107,6 +107,32 @@ class RoutingSession:
             state=self.state,
             clock=self.clock,
         )
+
+    async def call(
+        self, entry: CatalogEntry, messages: list[dict], *, max_tokens: int | None = None
+    ) -> tuple[Outcome, Attempt]:
+        """One follow-up request on a route that just served (the review's repair round).
+
+        Not a retry: the route is not switched and the failure of this call does not take the
+        route out. It is bounded by the same deadlines and recorded as a ``repair`` attempt.
+        """
+        assert self._client is not None, "use the session as an async context manager"
+        _, outcome, attempt, _ = await attempt_on(
+            entry,
+            chat=self.chat,
+            client=self._client,
+            key=api_key_for(entry, self.environ) or "",
+            messages=messages,
+            deadlines=self.serving.deadlines(),
+            deadline_at=self.deadline_at,
+            run_started=self.started_at,
+            accept=None,
+            max_tokens=max_tokens,
+            extra_body=None,
+            clock=self.clock,
+            purpose="repair",
+        )
+        return outcome, attempt
 
     async def wait_preflight(self) -> None:
         """Wait until every budgeted probe has answered or timed out (the ``preflight`` command)."""

@@ -1,0 +1,65 @@
+"""``relay-review review``: review a unified diff through the catalog with failover."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from pathlib import Path
+
+from relay_review import pipeline
+from relay_review.commands.common import (
+    add_catalog_args,
+    add_serving_args,
+    catalog_from_args,
+    policy_from_args,
+)
+from relay_review.errors import UsageError
+from relay_review.render import comment_markdown
+from relay_review.review.diff import DiffIndex, DiffParseError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "review",
+        help="review a unified diff: verified findings, computed decision, every route's fate",
+        description="Review a unified diff (a file, or - for stdin) over the catalog. Exit 0 "
+        "when a verdict was produced, 1 when no route produced one before the deadline (the "
+        'report is still printed, with "decision": "unavailable"), 2 on bad input.',
+    )
+    p.add_argument("--diff", required=True, metavar="FILE|-", help="unified diff (git diff)")
+    p.add_argument("--title", help="pull request title (untrusted: fenced in the prompt)")
+    p.add_argument("--body-file", metavar="FILE", help="pull request description (untrusted)")
+    add_catalog_args(p)
+    add_serving_args(p)
+    p.add_argument("--format", choices=("json", "markdown"), default="json")
+
+
+def _read(path: str, what: str) -> bytes:
+    try:
+        return sys.stdin.buffer.read() if path == "-" else Path(path).read_bytes()
+    except OSError as exc:
+        raise UsageError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+
+
+def run(args: argparse.Namespace) -> int:
+    policy = policy_from_args(args)
+    catalog = catalog_from_args(args, policy)
+    try:
+        index = DiffIndex.from_diff(_read(args.diff, "--diff"))
+    except DiffParseError as exc:
+        raise UsageError(f"--diff {args.diff}: {exc}") from None
+    if not index.files:
+        raise UsageError(f"--diff {args.diff}: no file changes found (is it a unified diff?)")
+    body = (
+        _read(args.body_file, "--body-file").decode("utf-8", "replace") if args.body_file else None
+    )
+    report = pipeline.run_sync(
+        pipeline.review(index, catalog, policy, os.environ, title=args.title, body=body)
+    )
+    if args.format == "json":
+        print(json.dumps(report, indent=2))
+    else:
+        print(comment_markdown(report))
+    return 1 if report["decision"] == "unavailable" else 0

@@ -1,0 +1,199 @@
+"""The whole review over real sockets: chunks, failover, citation validation, repair, decision."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from relay_review import pipeline
+from relay_review.review.diff import DiffIndex
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.scenarios import (
+    Scenario,
+    discovery_for,
+    drill_environ,
+    drill_reply,
+    fleet_for,
+    run_review_drill,
+    sample_diff,
+)
+from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
+
+INDEX = DiffIndex.from_diff(sample_diff())
+
+
+def policy(**review) -> Policy:
+    p = Policy(
+        preflight=PreflightPolicy(probe_budget=6, probe_timeout=1.0),
+        serving=ServingPolicy(first_byte=1.0, idle=1.0, attempt=3.0, deadline=8.0),
+    )
+    return p.model_copy(update={"review": p.review.model_copy(update=review)})
+
+
+async def review_with(models: dict[str, dict[str, str]], pol: Policy, **kw) -> dict:
+    scenario = Scenario("t", "test", models, healthy=None)
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        return await pipeline.review(INDEX, catalog, pol, drill_environ(scenario), **kw)
+
+
+def assert_cites_real_changed_lines(findings):
+    for f in findings:
+        text = INDEX.line(f["path"], f["line"], f["side"])
+        assert text is not None, f
+        assert "".join(f["quote"].split()) == "".join(text.split())
+
+
+async def test_drill_review_end_to_end():
+    report = await run_review_drill(policy())
+    assert report["decision"] == "request_changes"  # the model itself said "approve"
+    assert report["findings"], report
+    assert_cites_real_changed_lines(report["findings"])
+    assert any(f["severity"] == "high" and "shell=True" in f["quote"] for f in report["findings"])
+    assert {f["path"]: f["status"] for f in report["files"]} == {
+        "app/export.py": "reviewed",
+        "app/settings.py": "reviewed",
+    }
+    assert len(report["chunks"]) == 2 and all(c["served_by"] for c in report["chunks"])
+    for u in report["unverified"]:  # whatever the liar served stays out of the decision
+        assert "after the repair round" in u["reason"]
+
+
+async def test_liar_findings_are_repaired_or_unverified_and_never_counted():
+    report = await review_with({"a": {"vendor/liar": "healthy@0.05"}}, policy())
+    assert report["served_by"]["agent_id"] == "a/vendor/liar"
+    assert report["findings"] == []
+    assert report["decision"] == "approve"  # the liar asked for request_changes
+    reasons = [u["reason"] for u in report["unverified"]]
+    assert any("is not a changed line; nearest changed lines" in r for r in reasons)
+    assert any("quote does not match" in r for r in reasons)
+    purposes = [a["purpose"] for a in report["attempts"]]
+    assert purposes == ["serve", "repair"]  # exactly one repair round, same route
+    assert {a["agent_id"] for a in report["attempts"]} == {"a/vendor/liar"}
+
+
+async def test_malformed_verdict_is_a_failed_attempt_and_the_next_route_serves():
+    models = {"a": {"vendor/broken": "healthy@0.05"}, "b": {"vendor/reviewer": "healthy@0.2"}}
+    report = await review_with(models, policy(chunk_tokens=None))
+    outcomes = [(a["agent_id"], a["outcome"]) for a in report["attempts"]]
+    assert outcomes[0] == ("a/vendor/broken", "bad_reply")
+    assert "malformed verdict" in report["attempts"][0]["detail"]
+    assert report["served_by"]["agent_id"] == "b/vendor/reviewer"
+    assert report["decision"] == "request_changes"
+
+
+async def test_no_route_gives_unavailable_with_every_fate_and_files_not_reviewed():
+    models = {"a": {"vendor/x": "stall"}, "b": {"vendor/y": "404"}}
+    report = await review_with(models, policy())
+    assert report["decision"] == "unavailable"
+    assert report["served_by"] is None and report["why"]
+    assert {r["status"] for r in report["readiness"]} == {"timeout", "rejected"}
+    assert all(f["status"] == "skipped" for f in report["files"])
+
+
+async def test_excluded_files_are_listed_not_dropped():
+    report = await review_with(
+        {"a": {"vendor/reviewer": "healthy@0.05"}}, policy(exclude=["app/settings.py"])
+    )
+    files = {f["path"]: f for f in report["files"]}
+    assert files["app/settings.py"]["status"] == "skipped"
+    assert "app/settings.py" in files["app/settings.py"]["reason"]
+    assert all(f["path"] != "app/settings.py" for f in report["findings"])
+
+
+def test_review_cli_reads_stdin_and_exits_1_when_unavailable(tmp_path):
+    discovery = tmp_path / "d.json"
+    discovery.write_text(
+        json.dumps(
+            {
+                "routes": [
+                    {
+                        "account": "a",
+                        "provider": "openai_compatible",
+                        "model": "m",
+                        "base_url": "http://127.0.0.1:9/v1",
+                        "api_key_env": "NOPE_KEY",
+                        "prompt_price_per_1k": 0,
+                        "completion_price_per_1k": 0,
+                    }
+                ]
+            }
+        )
+    )
+    env = {k: v for k, v in os.environ.items() if k != "NOPE_KEY"}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relay_review",
+            "review",
+            "--diff",
+            "-",
+            "--discovery",
+            str(discovery),
+            "--deadline",
+            "5",
+        ],
+        input=sample_diff(),
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 1, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["decision"] == "unavailable"
+    assert out["readiness"][0]["detail"] == "missing key NOPE_KEY"
+    assert set(out) >= {
+        "decision",
+        "summary",
+        "findings",
+        "unverified",
+        "files",
+        "served_by",
+        "attempts",
+        "readiness",
+        "catalog",
+        "elapsed_s",
+    }
+
+
+def test_review_cli_bad_diff_exits_2(tmp_path):
+    empty = tmp_path / "empty.diff"
+    empty.write_text("not a diff\n")
+    d = tmp_path / "d.json"
+    d.write_text('{"routes": []}')
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relay_review",
+            "review",
+            "--diff",
+            str(empty),
+            "--discovery",
+            str(d),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert proc.returncode == 2 and f"--diff {empty}: no file found" in proc.stderr
+
+
+def test_drill_cli_prints_the_comment():
+    proc = subprocess.run(
+        [sys.executable, "-m", "relay_review", "drill"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "## relay-review: 🔴 Changes requested" in proc.stdout
+    assert "### Routes: selection and readiness" in proc.stdout
+    assert "SERVED" in proc.stdout and "app/export.py:15" in proc.stdout
