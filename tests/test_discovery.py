@@ -798,3 +798,20 @@ def test_name_filter_drops_non_chat_models(model: str) -> None:
 )
 def test_name_filter_keeps_chat_models(model: str) -> None:
     assert chat_by_name(model)
+
+
+@pytest.mark.parametrize(
+    ("params", "expected"),
+    [
+        (["temperature", "response_format", "structured_outputs"], "json_schema"),
+        (["response_format"], "json_object"),
+        (["temperature"], None),
+        (None, None),
+        ("structured_outputs", None),
+    ],
+)
+def test_response_format_support_from_supported_parameters(params, expected):
+    from relay_review.providers.discovery import response_format_support
+
+    entry = {"id": "x/y"} if params is None else {"id": "x/y", "supported_parameters": params}
+    assert response_format_support(entry) == expected

@@ -197,3 +197,24 @@ def test_drill_cli_prints_the_comment():
     assert "## relay-review: 🔴 Changes requested" in proc.stdout
     assert "### Routes: selection and readiness" in proc.stdout
     assert "SERVED" in proc.stdout and "app/export.py:15" in proc.stdout
+
+
+async def test_response_format_sent_only_to_routes_that_declare_it():
+    scenario = Scenario(
+        "t",
+        "test",
+        {"a": {"vendor/reviewer": "healthy@0.05"}, "b": {"vendor/plain": "404"}},
+        healthy=None,
+    )
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        discovery = discovery_for(scenario, fleet)
+        for route in discovery["routes"]:
+            if route["account"] == "a":
+                route["response_format"] = "json_schema"
+        catalog = build_catalog(parse_discovery(discovery))
+        report = await pipeline.review(INDEX, catalog, policy(), drill_environ(scenario))
+        served = [r for r in fleet.chat_requests() if r.max_tokens != 16]
+        probes = [r for r in fleet.chat_requests() if r.max_tokens == 16]
+    assert report["decision"] == "request_changes"
+    assert served and all(r.body["response_format"]["type"] == "json_schema" for r in served)
+    assert all("response_format" not in r.body for r in probes)

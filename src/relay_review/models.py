@@ -92,6 +92,9 @@ class Route(BaseModel):
     completion_price_per_1k: float | None = None
     context_length: int | None = None
     cost: Cost = Cost.UNKNOWN
+    response_format: str | None = Field(
+        None, description="structured output the route declares: json_schema, json_object or None"
+    )
 
 
 class CatalogEntry(BaseModel):

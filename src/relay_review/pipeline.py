@@ -16,7 +16,14 @@ from relay_review.models import Attempt, Catalog, CatalogEntry, Outcome
 from relay_review.review.chunks import DEFAULT_EXCLUDES, MIN_CHUNK_TOKENS, Chunk, plan_chunks
 from relay_review.review.decision import decide, merge_findings
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import Prompt, build_messages, diff_budget, repair_messages
+from relay_review.review.prompt import (
+    JSON_OBJECT_FORMAT,
+    RESPONSE_FORMAT,
+    Prompt,
+    build_messages,
+    diff_budget,
+    repair_messages,
+)
 from relay_review.review.verdict import Finding, VerdictParseError, parse_reply, validate
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.preflight import ChatFn
@@ -92,6 +99,15 @@ class ChunkVerdict:
     verified: list[Finding]
     unverified: list[tuple[Finding, str]]
     repair: Attempt | None = None
+
+
+def structured_output(entry: CatalogEntry) -> dict | None:
+    """Ask for JSON through ``response_format`` only where the route declares support."""
+    if entry.route.response_format == "json_schema":
+        return {"response_format": RESPONSE_FORMAT}
+    if entry.route.response_format == "json_object":
+        return {"response_format": JSON_OBJECT_FORMAT}
+    return None
 
 
 def context_window(catalog: Catalog, policy: Policy) -> int:
@@ -205,6 +221,7 @@ async def review(
                 prompt.messages,
                 accept=make_accept(session, chunk, prompt, policy),
                 max_tokens=r.max_output_tokens,
+                extra_body=structured_output,
             )
 
     async with session:

@@ -290,6 +290,23 @@ def _valid_model_id(value: Any) -> bool:
     )
 
 
+def response_format_support(entry: Mapping[str, Any]) -> str | None:
+    """What structured output the listing declares (OpenRouter's ``supported_parameters``).
+
+    ``json_schema`` when ``structured_outputs`` is listed, ``json_object`` when only
+    ``response_format`` is, else None: the review then asks for JSON in the prompt alone, since
+    sending an unsupported parameter to a free route can earn a 400 that takes it out.
+    """
+    params = entry.get("supported_parameters")
+    if not isinstance(params, list):
+        return None
+    if "structured_outputs" in params:
+        return "json_schema"
+    if "response_format" in params:
+        return "json_object"
+    return None
+
+
 def build_routes(
     account: Account,
     entries: Sequence[Any],
@@ -326,6 +343,8 @@ def build_routes(
         }
         if evidence.prompt is None or evidence.completion is None:
             route["price_note"] = evidence.note or "no price evidence"
+        if fmt := response_format_support(entry):
+            route["response_format"] = fmt
         routes[model] = route
     return [routes[model] for model in sorted(routes)]
 

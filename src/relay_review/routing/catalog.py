@@ -28,6 +28,8 @@ from relay_review.providers.kinds import default_base_url, default_key_env
 Pool = Literal["free", "auto"]
 
 PRICE_FIELDS = ("prompt_price_per_1k", "completion_price_per_1k")
+#: Declared structured-output support a route may carry (anything else is ignored).
+RESPONSE_FORMATS = ("json_schema", "json_object")
 
 #: Reasons a route is left out, in the order they are checked.
 EXCLUDED_UNKNOWN_COST = "unknown_cost"
@@ -111,6 +113,7 @@ def parse_route(raw: Any, index: int) -> Route:
         completion_price_per_1k=completion,
         context_length=context,
         cost=cost_of(prompt, completion),
+        response_format=fmt if (fmt := raw.get("response_format")) in RESPONSE_FORMATS else None,
     )
 
 

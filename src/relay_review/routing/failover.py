@@ -58,6 +58,9 @@ from relay_review.routing.preflight import (
 
 log = logging.getLogger("relay_review.failover")
 
+#: Extra request fields: the same for every route, or chosen per route (e.g. response_format).
+ExtraBody = dict | Callable[[CatalogEntry], dict | None] | None
+
 #: A reply check: (route, ok outcome) -> (accepted, value, why-not). Async so it may talk to the
 #: same route again (the review's single repair round).
 Accept = Callable[[CatalogEntry, Outcome], Awaitable[tuple[bool, Any, str]]]
@@ -146,7 +149,7 @@ async def serve(
     run_started: float,
     accept: Accept | None = None,
     max_tokens: int | None = None,
-    extra_body: dict | None = None,
+    extra_body: ExtraBody = None,
     state: RunState | None = None,
     clock: Callable[[], float] = time.monotonic,
     sleep: Callable[[float], Awaitable[Any]] | None = None,
@@ -235,7 +238,7 @@ async def attempt_on(
     run_started: float,
     accept: Accept | None,
     max_tokens: int | None,
-    extra_body: dict | None,
+    extra_body: ExtraBody,
     clock: Callable[[], float],
     purpose: str = "serve",
 ) -> tuple[bool, Outcome, Attempt, Any]:
@@ -256,7 +259,7 @@ async def attempt_on(
         messages=messages,
         deadlines=bounds,
         max_tokens=max_tokens,
-        extra_body=extra_body,
+        extra_body=extra_body(entry) if callable(extra_body) else extra_body,
     )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")

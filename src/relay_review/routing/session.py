@@ -21,7 +21,14 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
-from relay_review.routing.failover import Accept, RunState, ServeResult, attempt_on, serve
+from relay_review.routing.failover import (
+    Accept,
+    ExtraBody,
+    RunState,
+    ServeResult,
+    attempt_on,
+    serve,
+)
 from relay_review.routing.preflight import ChatFn, ReadinessBoard, api_key_for, run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
@@ -88,7 +95,7 @@ class RoutingSession:
         *,
         accept: Accept | None = None,
         max_tokens: int | None = None,
-        extra_body: dict | None = None,
+        extra_body: ExtraBody = None,
     ) -> ServeResult:
         """Serve one request over the catalog (routes that failed this run are skipped)."""
         assert self._client is not None, "use the session as an async context manager"
