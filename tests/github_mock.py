@@ -22,8 +22,8 @@ The proxy exists for what Prism and PyGithub cannot do on their own:
   OpenAPI path parameters are one segment, so Prism cannot route ``contents/.github/x.toml``;
 * ``mock.stub(...)`` answers a request itself (e.g. a 502), without Prism, for transport tests.
 
-Requires ``npm ci`` in ``tools/test``. Without it the fixture skips, except under ``CI=true``
-where it fails.
+Requires ``npm ci`` in ``tools/test`` (the session start runs it when the tools are missing and
+npm exists). Without them the fixture skips, except under ``CI=true`` where it fails.
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ import importlib.util
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -386,6 +387,26 @@ def webhook_examples(event: str) -> list[dict[str, Any]]:
         if entry["name"] == event:
             return entry["examples"]
     raise LookupError(f"no {event!r} examples in {index}")
+
+
+def ensure_node_tools() -> None:
+    """Install the npm test tools (``npm ci`` in tools/test) when they are missing and npm exists.
+
+    Lets ``python -m pytest`` on a fresh checkout run the GitHub tests instead of skipping them.
+    """
+    index = TOOLS / "node_modules" / "@octokit" / "webhooks-examples" / "api.github.com"
+    if PRISM_BIN.exists() and index.exists():
+        return
+    npm = shutil.which("npm")
+    if npm is None:
+        return  # the fixtures then skip (or fail under CI=true) and say what to do
+    print(f"\ninstalling the GitHub API mock's tools: npm ci in {TOOLS}", flush=True)
+    subprocess.run(
+        [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"],
+        cwd=TOOLS,
+        check=False,
+        timeout=600,
+    )
 
 
 def prism_available() -> str | None:

@@ -184,3 +184,18 @@ def test_drill_cli_prints_table_timeline_and_ratio():
     assert "SERVED" in proc.stdout and "abandoned" in proc.stdout
     assert "time to reply" in proc.stdout and "ratio" in proc.stdout
     assert "probes sent 6 (at most 16 output tokens each" in proc.stdout
+
+
+def test_all_stalled_drill_with_deadline_20_exits_1_within_22_s():
+    """The issue's own check, at the default bounds but for --deadline 20 (takes ~20 s)."""
+    start = time.monotonic()
+    proc = cli("drill", "--scenario", "all-stalled", "--deadline", "20", "--format", "json")
+    elapsed = time.monotonic() - start
+    assert proc.returncode == 1, proc.stderr
+    assert elapsed <= 22.0
+    out = json.loads(proc.stdout)
+    assert out["served_by"] is None and len(out["readiness"]) == 12
+    for row in out["readiness"]:  # every route's fate is stated
+        assert row["status"] == "timeout" or row["detail"] or row["agent_id"] in {
+            a["agent_id"] for a in out["attempts"]
+        }
