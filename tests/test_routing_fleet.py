@@ -196,6 +196,8 @@ def test_all_stalled_drill_with_deadline_20_exits_1_within_22_s():
     out = json.loads(proc.stdout)
     assert out["served_by"] is None and len(out["readiness"]) == 12
     for row in out["readiness"]:  # every route's fate is stated
-        assert row["status"] == "timeout" or row["detail"] or row["agent_id"] in {
-            a["agent_id"] for a in out["attempts"]
-        }
+        assert (
+            row["status"] == "timeout"
+            or row["detail"]
+            or row["agent_id"] in {a["agent_id"] for a in out["attempts"]}
+        )

@@ -20,6 +20,7 @@ COMMANDS: dict[str, str] = {
     "catalog": "relay_review.commands.catalog",
     "preflight": "relay_review.commands.preflight",
     "chat": "relay_review.commands.chat",
+    "run": "relay_review.commands.run",
     "review": "relay_review.commands.review",
     "drill": "relay_review.commands.drill",
 }

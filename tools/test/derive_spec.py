@@ -72,7 +72,7 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
 STICKY_MARKER = "<!-- relay-review:sticky -->"
 
 #: The body of the ``relay-policy`` contents example.
-TEST_POLICY = '# relay-review policy served by the test mock\npool = "free"\nlimit = 4\n'
+TEST_POLICY = '# relay-review policy served by the test mock\n[catalog]\npool = "free"\nlimit = 4\n'
 
 
 def _walk_refs(node: Any, found: set[str]) -> None:

@@ -1,0 +1,270 @@
+"""The action's inputs (``INPUT_<NAME>`` variables) read into one validated, immutable model.
+
+The runner passes input ``foo-bar`` as ``INPUT_FOO-BAR`` (upper-cased, hyphen kept) and does not
+enforce ``required: true``, so every input is checked here. An empty value means "not given" (the
+default applies). Every bad input fails with one :class:`~relay_review.errors.UsageError` that
+names it and says what is allowed::
+
+    input `limit`: 'abc' is not a whole number
+
+Inputs that mirror policy keys (``pool``, ``limit``, ``deadline``, ...) override the policy; see
+:meth:`ActionInputs.policy_overrides`.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Callable, Mapping
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, SecretStr
+
+from relay_review.errors import UsageError
+from relay_review.github.actions import input_env_name
+
+DEFAULT_POLICY_PATH = ".github/relay-review.toml"
+DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
+#: GitHub's ``author_association`` values (webhook and REST schemas).
+ASSOCIATIONS = frozenset(
+    {
+        "COLLABORATOR",
+        "CONTRIBUTOR",
+        "FIRST_TIMER",
+        "FIRST_TIME_CONTRIBUTOR",
+        "MANNEQUIN",
+        "MEMBER",
+        "NONE",
+        "OWNER",
+    }
+)
+_TRUE = {"true", "yes", "on", "1"}
+_FALSE = {"false", "no", "off", "0"}
+_REPO = re.compile(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$")
+_LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\[bot\])?$")
+_SPLIT = re.compile(r"[,\n]")
+
+
+class ActionInputs(BaseModel):
+    """Every input of ``action.yml``, validated; ``None`` = not given (the policy decides)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    github_token: SecretStr
+    policy: str | None = None
+    orchestrator_repo: str | None = None
+    orchestrator_ref: str | None = None
+    orchestrator_path: str = DEFAULT_POLICY_PATH
+    orchestrator_min_ref: str | None = None
+    pool: Literal["free", "auto"] | None = None
+    limit: int | None = None
+    account_cap: int | None = None
+    require_zdr: Literal["auto", "true", "false"] | None = None
+    deadline: float | None = None
+    first_byte_timeout: float | None = None
+    probe_budget: int | None = None
+    exclude: tuple[str, ...] | None = None
+    review_drafts: bool = False
+    author_associations: frozenset[str] = DEFAULT_ASSOCIATIONS
+    fail_on: Literal["never", "request_changes", "high"] = "never"
+    on_unavailable: Literal["fail", "pass"] = "fail"
+    inline_comments: bool = False
+    comment_author: str | None = None
+
+    def policy_overrides(self) -> dict[str, Any]:
+        """The inputs that override policy keys, as a policy-shaped mapping (unset ones left out).
+
+        ``deadline`` also caps ``serving.attempt`` (see :func:`cap_attempt`), so a short run
+        deadline given as an input never conflicts with the policy's per-attempt bound.
+        """
+        table: dict[str, dict[str, Any]] = {}
+        pairs = (
+            ("catalog", "pool", self.pool),
+            ("catalog", "limit", self.limit),
+            ("catalog", "account_cap", self.account_cap),
+            ("catalog", "require_zdr", self.require_zdr),
+            ("serving", "deadline", self.deadline),
+            ("serving", "first_byte", self.first_byte_timeout),
+            ("preflight", "probe_budget", self.probe_budget),
+            ("review", "exclude", list(self.exclude) if self.exclude is not None else None),
+        )
+        for section, key, value in pairs:
+            if value is not None:
+                table.setdefault(section, {})[key] = value
+        return table
+
+
+# --------------------------------------------------------------------------------------------
+# one parser per kind of input; each raises ValueError with the "is not ..." part of the message
+
+
+def _text(value: str) -> str:
+    return value
+
+
+def _whole(minimum: int) -> Callable[[str], int]:
+    def parse(value: str) -> int:
+        if not re.fullmatch(r"[+]?\d+", value):
+            raise ValueError("is not a whole number")
+        number = int(value)
+        if number < minimum:
+            raise ValueError(f"is not allowed; use a whole number >= {minimum}")
+        return number
+
+    return parse
+
+
+def _seconds(value: str) -> float:
+    try:
+        number = float(value)
+    except ValueError:
+        raise ValueError("is not a number of seconds") from None
+    if not math.isfinite(number) or number <= 0:
+        raise ValueError("is not allowed; use a number of seconds > 0")
+    return number
+
+
+def _choice(*allowed: str) -> Callable[[str], str]:
+    def parse(value: str) -> str:
+        word = value.lower()
+        if word not in allowed:
+            raise ValueError(f"is not allowed; use {_one_of(allowed)}")
+        return word
+
+    return parse
+
+
+def _bool(value: str) -> bool:
+    word = value.lower()
+    if word in _TRUE:
+        return True
+    if word in _FALSE:
+        return False
+    raise ValueError("is not allowed; use true or false")
+
+
+def _repo(value: str) -> str:
+    if not _REPO.fullmatch(value):
+        raise ValueError("is not allowed; use owner/repo")
+    return value
+
+
+def _ref(value: str) -> str:
+    if any(c.isspace() for c in value) or ".." in value or value.startswith("-"):
+        raise ValueError("is not allowed; use a branch, tag or commit SHA")
+    return value
+
+
+def _path(value: str) -> str:
+    parts = value.split("/")
+    if value.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in value:
+        raise ValueError(
+            f"is not allowed; use a relative path inside the repository like {DEFAULT_POLICY_PATH}"
+        )
+    return value
+
+
+def _globs(value: str) -> tuple[str, ...]:
+    return tuple(item.strip() for item in _SPLIT.split(value) if item.strip())
+
+
+def _associations(value: str) -> frozenset[str]:
+    words = {w.strip().upper() for w in re.split(r"[,\s]+", value) if w.strip()}
+    unknown = sorted(words - ASSOCIATIONS)
+    if unknown:
+        raise ValueError(
+            f"names unknown association(s) {', '.join(unknown)}; use any of "
+            f"{', '.join(sorted(ASSOCIATIONS))}"
+        )
+    if not words:
+        raise ValueError("names no association")
+    return frozenset(words)
+
+
+def _login(value: str) -> str:
+    if not _LOGIN.fullmatch(value):
+        raise ValueError("is not allowed; use a GitHub login like github-actions[bot]")
+    return value
+
+
+#: input name -> (model field, parser). Order = the order errors are reported in.
+PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
+    "github-token": ("github_token", _text),
+    "policy": ("policy", _text),
+    "orchestrator-repo": ("orchestrator_repo", _repo),
+    "orchestrator-ref": ("orchestrator_ref", _ref),
+    "orchestrator-path": ("orchestrator_path", _path),
+    "orchestrator-min-ref": ("orchestrator_min_ref", _ref),
+    "pool": ("pool", _choice("free", "auto")),
+    "limit": ("limit", _whole(1)),
+    "account-cap": ("account_cap", _whole(1)),
+    "require-zdr": ("require_zdr", _choice("auto", "true", "false")),
+    "deadline": ("deadline", _seconds),
+    "first-byte-timeout": ("first_byte_timeout", _seconds),
+    "probe-budget": ("probe_budget", _whole(0)),
+    "exclude": ("exclude", _globs),
+    "review-drafts": ("review_drafts", _bool),
+    "author-associations": ("author_associations", _associations),
+    "fail-on": ("fail_on", _choice("never", "request_changes", "high")),
+    "on-unavailable": ("on_unavailable", _choice("fail", "pass")),
+    "inline-comments": ("inline_comments", _bool),
+    "comment-author": ("comment_author", _login),
+}
+#: Inputs whose value is shown as "(hidden)" in error messages.
+SECRET_INPUTS = frozenset({"github-token"})
+
+
+def raw_input(name: str, env: Mapping[str, str]) -> str | None:
+    """The input's value; ``None`` when unset or blank. ``policy`` keeps its inner whitespace."""
+    value = env.get(input_env_name(name))
+    if value is None or not value.strip():
+        return None
+    return value if name == "policy" else value.strip()
+
+
+def read_action_inputs(env: Mapping[str, str]) -> ActionInputs:
+    """Read and validate every input from ``env``; the first bad one raises a UsageError."""
+    values: dict[str, Any] = {}
+    for name, (field, parse) in PARSERS.items():
+        raw = raw_input(name, env)
+        if raw is None:
+            continue
+        try:
+            values[field] = parse(raw)
+        except ValueError as exc:
+            raise UsageError(f"input `{name}`: {_show(name, raw)} {exc}") from None
+    if "github_token" not in values:
+        raise UsageError(
+            "input `github-token` is required; pass `${{ github.token }}` (the default in "
+            "action.yml) or a token that may comment on pull requests"
+        )
+    repo = values.get("orchestrator_repo")
+    if repo and not values.get("orchestrator_ref"):
+        raise UsageError(
+            "input `orchestrator-ref` is required when `orchestrator-repo` is set; use a branch, "
+            "tag or commit SHA of the orchestrator repository"
+        )
+    if not repo:
+        for name in ("orchestrator-ref", "orchestrator-min-ref"):
+            if raw_input(name, env) is not None:
+                raise UsageError(f"input `{name}` is set but `orchestrator-repo` is not; set both")
+    return ActionInputs(**values)
+
+
+def secret_values(env: Mapping[str, str]) -> list[str]:
+    """Values to mask that are known before any policy is read: the token input and every
+    variable whose name contains ``API_KEY`` (the account conventions and common custom names)."""
+    names = [input_env_name("github-token"), "GITHUB_TOKEN"]
+    names += [name for name in env if "API_KEY" in name.upper()]
+    return [env[name] for name in names if env.get(name, "").strip()]
+
+
+def _show(name: str, raw: str) -> str:
+    if name in SECRET_INPUTS:
+        return "(hidden)"
+    text = repr(raw)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def _one_of(words: tuple[str, ...]) -> str:
+    return words[0] if len(words) == 1 else ", ".join(words[:-1]) + " or " + words[-1]
