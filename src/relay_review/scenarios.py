@@ -39,6 +39,37 @@ class Scenario:
     healthy: str | None = "healthy@0.4"
 
 
+_MIXED: dict[str, dict[str, str]] = {
+    "nim_a": {
+        "deepseek-ai/deepseek-v4-flash": "stall",
+        "meta/llama-3.3-70b-instruct": "429@30",
+        "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+        "z-ai/glm-4.6": "stall",
+    },
+    "nim_b": {
+        "deepseek-ai/deepseek-v4-flash": "stall",
+        "meta/llama-3.3-70b-instruct": "healthy@0.4",
+        "moonshotai/kimi-k2-instruct": "404",
+        "qwen/qwen3-coder-480b-a35b-instruct": "stall",
+    },
+    "router": {
+        "deepseek/deepseek-v4-flash:free": "headers-stall",
+        "meta-llama/llama-3.3-70b-instruct:free": "429@30",
+        "openai/gpt-oss-120b:free": "stall",
+        "qwen/qwen3-coder:free": "stall",
+    },
+}
+
+
+def _swap(
+    accounts: Mapping[str, Mapping[str, str]], a: tuple[str, str], b: tuple[str, str]
+) -> dict[str, dict[str, str]]:
+    """A copy of ``accounts`` with the behaviours of routes ``a`` and ``b`` exchanged."""
+    out = {name: dict(models) for name, models in accounts.items()}
+    out[a[0]][a[1]], out[b[0]][b[1]] = accounts[b[0]][b[1]], accounts[a[0]][a[1]]
+    return out
+
+
 SCENARIOS: dict[str, Scenario] = {
     s.name: s
     for s in [
@@ -46,51 +77,17 @@ SCENARIOS: dict[str, Scenario] = {
             "mixed",
             "12 routes over 3 accounts: 8 stalled, 2 rate-limited, 1 not-found, 1 healthy "
             "(5th in catalog order, inside the probe budget)",
-            {
-                "nim_a": {
-                    "deepseek-ai/deepseek-v4-flash": "stall",
-                    "meta/llama-3.3-70b-instruct": "429@30",
-                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
-                    "z-ai/glm-4.6": "stall",
-                },
-                "nim_b": {
-                    "deepseek-ai/deepseek-v4-flash": "stall",
-                    "meta/llama-3.3-70b-instruct": "healthy@0.4",
-                    "moonshotai/kimi-k2-instruct": "404",
-                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
-                },
-                "router": {
-                    "deepseek/deepseek-v4-flash:free": "headers-stall",
-                    "meta-llama/llama-3.3-70b-instruct:free": "429@30",
-                    "openai/gpt-oss-120b:free": "stall",
-                    "qwen/qwen3-coder:free": "stall",
-                },
-            },
+            _MIXED,
         ),
         Scenario(
             "mixed-deep",
             "the same mix, but the healthy route is 9th in catalog order, beyond the probe "
             "budget: it is reached only after the probes and one unprobed stall run out",
-            {
-                "nim_a": {
-                    "deepseek-ai/deepseek-v4-flash": "stall",
-                    "meta/llama-3.3-70b-instruct": "429@30",
-                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
-                    "z-ai/glm-4.6": "stall",
-                },
-                "nim_b": {
-                    "deepseek-ai/deepseek-v4-flash": "stall",
-                    "meta/llama-3.3-70b-instruct": "stall",
-                    "moonshotai/kimi-k2-instruct": "404",
-                    "qwen/qwen3-coder-480b-a35b-instruct": "stall",
-                },
-                "router": {
-                    "deepseek/deepseek-v4-flash:free": "headers-stall",
-                    "meta-llama/llama-3.3-70b-instruct:free": "429@30",
-                    "openai/gpt-oss-120b:free": "healthy@0.4",
-                    "qwen/qwen3-coder:free": "stall",
-                },
-            },
+            _swap(
+                _MIXED,
+                ("nim_b", "meta/llama-3.3-70b-instruct"),
+                ("router", "openai/gpt-oss-120b:free"),
+            ),
         ),
         Scenario(
             "all-stalled",

@@ -14,7 +14,7 @@ import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TextIO
+from typing import Protocol, TextIO
 
 #: GitHub's cap for one step's summary file.
 SUMMARY_LIMIT_BYTES = 1024 * 1024
@@ -66,87 +66,45 @@ def group(name: str, stream: TextIO | None = None) -> Iterator[None]:
         command("endgroup", "", stream)
 
 
-def _annotate(
-    kind: str,
-    message: str,
-    *,
-    title: str | None,
-    file: str | None,
-    line: int | None,
-    end_line: int | None,
-    col: int | None,
-    stream: TextIO | None,
-) -> None:
-    command(kind, message, stream, title=title, file=file, line=line, endLine=end_line, col=col)
+class Annotation(Protocol):
+    """``error`` / ``warning`` / ``notice``: an annotation, optionally on ``file``:``line``."""
+
+    def __call__(
+        self,
+        message: str,
+        *,
+        title: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+        end_line: int | None = None,
+        col: int | None = None,
+        stream: TextIO | None = None,
+    ) -> None: ...
 
 
-def error(
-    message: str,
-    *,
-    title: str | None = None,
-    file: str | None = None,
-    line: int | None = None,
-    end_line: int | None = None,
-    col: int | None = None,
-    stream: TextIO | None = None,
-) -> None:
-    """An error annotation (optionally on ``file``:``line``)."""
-    _annotate(
-        "error",
-        message,
-        title=title,
-        file=file,
-        line=line,
-        end_line=end_line,
-        col=col,
-        stream=stream,
+def _annotation(kind: str) -> Annotation:
+    def annotate(
+        message: str,
+        *,
+        title: str | None = None,
+        file: str | None = None,
+        line: int | None = None,
+        end_line: int | None = None,
+        col: int | None = None,
+        stream: TextIO | None = None,
+    ) -> None:
+        command(kind, message, stream, title=title, file=file, line=line, endLine=end_line, col=col)
+
+    annotate.__name__ = annotate.__qualname__ = kind
+    annotate.__doc__ = (
+        f"A{'n' if kind[0] in 'aeiou' else ''} {kind} annotation (optionally on ``file``:``line``)."
     )
+    return annotate
 
 
-def warning(
-    message: str,
-    *,
-    title: str | None = None,
-    file: str | None = None,
-    line: int | None = None,
-    end_line: int | None = None,
-    col: int | None = None,
-    stream: TextIO | None = None,
-) -> None:
-    """A warning annotation (optionally on ``file``:``line``)."""
-    _annotate(
-        "warning",
-        message,
-        title=title,
-        file=file,
-        line=line,
-        end_line=end_line,
-        col=col,
-        stream=stream,
-    )
-
-
-def notice(
-    message: str,
-    *,
-    title: str | None = None,
-    file: str | None = None,
-    line: int | None = None,
-    end_line: int | None = None,
-    col: int | None = None,
-    stream: TextIO | None = None,
-) -> None:
-    """A notice annotation (optionally on ``file``:``line``)."""
-    _annotate(
-        "notice",
-        message,
-        title=title,
-        file=file,
-        line=line,
-        end_line=end_line,
-        col=col,
-        stream=stream,
-    )
+error = _annotation("error")
+warning = _annotation("warning")
+notice = _annotation("notice")
 
 
 @contextmanager
