@@ -247,3 +247,16 @@ async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it
     # one route, so the three requests went one after another (busy routes are waited for)
     starts = sorted(ts for _m, tokens, ts in script.calls if tokens is None)
     assert starts[1] - starts[0] >= 0.19 and starts[2] - starts[1] >= 0.19
+
+
+def test_next_route_waits_for_a_busy_ready_route_before_trying_unprobed_ones():
+    entries = catalog("ready", "unprobed")
+    board = ReadinessBoard(entries)
+    board.set(entries[0].agent_id, status=Readiness.READY)
+    board.finish()
+    state = RunState(busy={entries[0].agent_id})
+    assert next_route(board, state, now=0.0, deadline_at=10.0) == (None, 10.0)
+    state.busy.clear()
+    assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[0], 0.0)
+    state.out.add(entries[0].agent_id)
+    assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[1], 0.0)

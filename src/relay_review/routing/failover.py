@@ -112,15 +112,22 @@ def next_route(
 
     Returns ``(entry, 0)`` to serve now, ``(entry, s)`` to serve after sleeping ``s`` seconds (a
     deferred route), ``(None, s>0)`` to wait for a probe result or a busy route to free up,
-    ``(None, 0)`` when nothing is left.
+    ``(None, 0)`` when nothing is left. Concurrent requests share ready routes: while a ready
+    route is busy, another request waits for it rather than trying unprobed or deferred ones.
     """
     entries = [  # catalog order = priority order
         e for e in board.entries if e.agent_id not in state.out and e.agent_id not in state.busy
     ]
+
+    def good(agent_id: str) -> bool:
+        return agent_id in state.proven or board.status(agent_id) is Readiness.READY
+
     for e in entries:
-        if e.agent_id in state.proven or board.status(e.agent_id) is Readiness.READY:
+        if good(e.agent_id):
             return e, 0.0
-    if not board.finished:
+    if not board.finished or any(good(a) for a in state.busy - state.out):
+        # news is coming: a probe result, or a ready route finishing its current request
+        # (better than gambling a concurrent chunk on an unprobed or deferred route)
         return None, max(0.0, deadline_at - now)
     for e in entries:
         probe = board.probes[e.agent_id]
