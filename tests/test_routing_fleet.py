@@ -16,7 +16,10 @@ import time
 import pytest
 
 from relay_review.drill import FaultFleet
+from relay_review.models import CatalogEntry
+from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
+from relay_review.routing.session import RoutingSession
 from relay_review.scenarios import (
     SCENARIOS,
     discovery_for,
@@ -201,3 +204,103 @@ def test_all_stalled_drill_with_deadline_20_exits_1_within_22_s():
             or row["detail"]
             or row["agent_id"] in {a["agent_id"] for a in out["attempts"]}
         )
+
+
+#: fleet behaviour -> (preflight status, HTTP status) over real sockets; every outcome kind.
+PROBE_CASES = {
+    "healthy@0.05": ("ready", 200),
+    "keepalive@0.1,n=2": ("ready", 200),
+    "stall": ("timeout", None),
+    "headers-stall": ("timeout", 200),
+    "drip@0.3,n=10": ("timeout", 200),
+    "cut": ("rejected", 200),
+    "error-body": ("rejected", 200),
+    "sse-error": ("rejected", 200),
+    "empty": ("rejected", 200),
+    "length-empty": ("rejected", 200),
+    "garbage": ("rejected", 200),
+    "context": ("rejected", 400),
+    "400": ("rejected", 400),
+    "404": ("rejected", 404),
+    "429@7": ("deferred", 429),
+    "408": ("deferred", 408),
+    "500": ("deferred", 500),
+    "502": ("deferred", 502),
+    "503": ("deferred", 503),
+    "close": ("deferred", None),
+}
+
+
+async def test_preflight_classifies_every_outcome_kind_within_the_probe_bound():
+
+    models = {f"m{i:02d}/{spec}": spec for i, spec in enumerate(PROBE_CASES)}
+    async with FaultFleet({"acct": {"models": models}}) as fleet:
+        raws = [
+            {
+                "account": "acct",
+                "provider": "openai_compatible",
+                "model": m,
+                "base_url": fleet.base_url("acct"),
+                "api_key_env": "K",
+                "prompt_price_per_1k": 0,
+                "completion_price_per_1k": 0,
+            }
+            for m in models
+        ]
+        entries: list[CatalogEntry] = build_catalog(
+            parse_discovery({"routes": raws}), limit=50, account_cap=50
+        ).selected
+        session = RoutingSession(
+            entries,
+            preflight=PreflightPolicy(probe_budget=50, probe_timeout=1.0),
+            serving=ServingPolicy(deadline=30),
+            environ={"K": "k"},
+        )
+        start = time.monotonic()
+        async with session:
+            await session.wait_preflight()
+        elapsed = time.monotonic() - start
+    rows = {r["model"].split("/", 1)[1]: r for r in session.readiness()}
+    for spec, (status, http) in PROBE_CASES.items():
+        row = rows[spec]
+        assert (row["status"], row["http_status"]) == (status, http), (spec, row)
+        assert row["latency_s"] is not None and row["latency_s"] < 1.0 + SLACK, (spec, row)
+    assert rows["429@7"]["detail"].startswith("rate_limited retry after 7s")
+    assert elapsed < 1.0 + SLACK  # concurrent: the whole preflight costs one probe bound
+    assert session.probes_sent == len(PROBE_CASES)
+
+
+async def test_auth_and_payment_failures_reject_the_whole_account_over_sockets():
+
+    accounts = {
+        "bad": {"models": {"x/401": "401", "x/ok": "healthy"}},
+        "broke": {"models": {"y/402": "402", "y/ok": "healthy"}},
+        "good": {"models": {"z/ok": "healthy@0.05"}},
+    }
+    async with FaultFleet(accounts) as fleet:
+        raws = [
+            {
+                "account": a,
+                "provider": "openai_compatible",
+                "model": m,
+                "base_url": fleet.base_url(a),
+                "api_key_env": "K",
+                "prompt_price_per_1k": 0,
+                "completion_price_per_1k": 0,
+            }
+            for a, spec in accounts.items()
+            for m in spec["models"]
+        ]
+        entries = build_catalog(parse_discovery({"routes": raws})).selected
+        session = RoutingSession(
+            entries,
+            preflight=PreflightPolicy(probe_budget=2, probe_timeout=1.0),  # probes x/401, y/402
+            serving=ServingPolicy(deadline=10),
+            environ={"K": "k"},
+        )
+        async with session:
+            result = await session.serve([{"role": "user", "content": "hi"}])
+    fates = {r["agent_id"]: r["status"] for r in session.readiness()}
+    assert fates["bad/x/ok"] == "rejected" and fates["broke/y/ok"] == "rejected"
+    assert result.served_by.agent_id == "good/z/ok"
+    assert [a.agent_id for a in result.attempts] == ["good/z/ok"]
