@@ -28,7 +28,8 @@ from relay_review.settings import Policy
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "drill",
-        help="run preflight + failover against a local fleet of scripted faults",
+        help="run the pipeline against a local fleet of scripted faults (default: review a "
+        "bundled sample diff and print the comment)",
         description="Start a local fault fleet and run the pipeline against it with your "
         "settings. Without --scenario: review a bundled sample diff and print the PR comment. "
         "Scenarios: " + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
@@ -38,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=sorted(SCENARIOS),
         help="serve one chat request under this scenario (default: the whole review drill)",
     )
+    p.add_argument("--policy", metavar="FILE", help="policy TOML whose bounds to try")
     add_serving_args(p)
     p.add_argument("--format", choices=("text", "json"), default="text")
 
