@@ -557,3 +557,22 @@ def test_redirect_is_bad_reply() -> None:
     out = classify_http_error(301, {"location": "https://elsewhere/v1"}, b"")
     assert out.kind is OutcomeKind.BAD_REPLY
     assert "elsewhere" in out.detail
+
+
+async def test_an_endless_reply_is_cut_off_as_a_bad_reply() -> None:
+    from relay_review.providers.chat import MAX_CONTENT_CHARS
+
+    huge = "x" * 65536
+    reply = huge * (MAX_CONTENT_CHARS // len(huge) + 2)
+    fleet = FaultFleet({"a": {"models": {"m/healthy": "healthy"}}}, reply=reply)
+    async with fleet, httpx.AsyncClient() as client:
+        outcome = await chat_call(
+            client,
+            base_url=fleet.base_url("a"),
+            api_key=None,
+            model="m/healthy",
+            messages=[{"role": "user", "content": "x"}],
+            deadlines=Deadlines(connect=1, first_byte=5, idle=5, attempt=20),
+        )
+    assert outcome.kind is OutcomeKind.BAD_REPLY
+    assert f"longer than {MAX_CONTENT_CHARS}" in outcome.detail

@@ -260,3 +260,40 @@ def test_next_route_waits_for_a_busy_ready_route_before_trying_unprobed_ones():
     assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[0], 0.0)
     state.out.add(entries[0].agent_id)
     assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[1], 0.0)
+
+
+async def test_a_repair_round_asked_for_after_the_deadline_is_not_sent():
+    entries = catalog("m")
+    script = Script({"m": [(0.01, ok())]})
+    session = RoutingSession(
+        entries,
+        preflight=PreflightPolicy(probe_budget=0),
+        serving=ServingPolicy(deadline=0.3),
+        environ={"K": "secret-key-1234"},
+        chat=script,
+    )
+    async with session:
+        await asyncio.sleep(0.35)
+        outcome, attempt = await session.call(entries[0], [{"role": "user", "content": "x"}])
+    assert outcome.kind is OutcomeKind.TIMEOUT and "not sent" in outcome.detail
+    assert attempt.purpose == "repair" and script.calls == []
+
+
+async def test_a_pasted_key_with_a_trailing_newline_is_sent_stripped():
+    entries = catalog("m")
+    keys = []
+
+    async def chat(client, *, api_key, **kw):
+        keys.append(api_key)
+        return ok()
+
+    session = RoutingSession(
+        entries,
+        preflight=PreflightPolicy(probe_budget=1),
+        serving=ServingPolicy(deadline=5),
+        environ={"K": " secret-key-1234\n"},
+        chat=chat,
+    )
+    async with session:
+        result = await session.serve([{"role": "user", "content": "x"}])
+    assert result.ok and keys == ["secret-key-1234", "secret-key-1234"]

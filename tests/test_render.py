@@ -94,7 +94,9 @@ def test_md_text_neutralises_markup_mentions_and_newlines():
     assert "<img" not in out and "&lt;img" in out
     assert "@\u200badmin" in out
     assert "\n" not in out
-    assert "\\[x\\]\\(http://evil\\)" in out
+    assert "\\[x\\]\\(http:\u200b//evil\\)" in out
+    assert "http://" not in md_text("see https://phish.example and www.phish.example")
+    assert "www." not in md_text("see www.phish.example")
 
 
 def test_md_code_cannot_be_closed_by_backticks():

@@ -300,3 +300,15 @@ def test_merge_findings_dedupes_and_keeps_highest_severity() -> None:
     merged = merge_findings([[a, d], [b, e], [c]])
     assert merged == [b, d, e]
     assert merge_findings([]) == []
+
+
+def test_thinking_blocks_are_stripped_in_linear_time():
+    import time
+
+    from relay_review.review.verdict import strip_thinking
+
+    assert strip_thinking("a<think>x</think>b<THINKING>y</thinking>c") == "abc"
+    assert strip_thinking("keep <think>unclosed") == "keep <think>unclosed"
+    start = time.perf_counter()
+    strip_thinking("<think>" * 200_000)  # a quadratic scan would take minutes here
+    assert time.perf_counter() - start < 5.0

@@ -34,7 +34,11 @@ log = logging.getLogger("relay_review.pipeline")
 
 
 def _session(
-    catalog: Catalog, policy: Policy, environ: Mapping[str, str], chat: ChatFn | None
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    chat: ChatFn | None,
+    started_at: float | None = None,
 ) -> RoutingSession:
     return RoutingSession(
         catalog.selected,
@@ -42,7 +46,7 @@ def _session(
         serving=policy.serving,
         environ=environ,
         chat=chat,
-        started_at=time.monotonic(),
+        started_at=time.monotonic() if started_at is None else started_at,
     )
 
 
@@ -165,10 +169,15 @@ async def review(
     title: str | None = None,
     body: str | None = None,
     chat_fn: ChatFn | None = None,
+    started_at: float | None = None,
 ) -> dict[str, Any]:
-    """Review a diff: chunk it, serve every chunk with failover, validate, decide, report."""
+    """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
+
+    ``started_at`` (monotonic clock) is when the run's deadline started counting, if earlier
+    than now (the action starts it before discovery).
+    """
     r = policy.review
-    started = time.monotonic()
+    started = time.monotonic() if started_at is None else started_at
     excludes = [*(DEFAULT_EXCLUDES if r.default_excludes else ()), *r.exclude]
     budget = diff_budget(
         context_window(catalog, policy), r.max_output_tokens, title=title, body=body
@@ -211,7 +220,7 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    session = _session(catalog, policy, environ, chat_fn)
+    session = _session(catalog, policy, environ, chat_fn, started)
     limit = asyncio.Semaphore(r.concurrency)
 
     async def one(chunk: Chunk) -> ServeResult:

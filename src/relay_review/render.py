@@ -137,11 +137,14 @@ _MD_SPECIAL = str.maketrans(
 
 
 def md_text(value: Any, limit: int = 1000) -> str:
-    """Hostile text made inert for Markdown: escaped, one line, mentions broken, length-capped."""
+    """Hostile text made inert for Markdown: escaped, one line, mentions and autolinks broken,
+    length-capped."""
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
-    return text.translate(_MD_SPECIAL).replace("@", "@\u200b")
+    text = text.translate(_MD_SPECIAL).replace("@", "@\u200b")
+    # no live links from hostile text (phishing, cross-reference events): break autolinks
+    return text.replace("://", ":\u200b//").replace("www.", "www\u200b.")
 
 
 def md_code(value: Any, limit: int = 200) -> str:

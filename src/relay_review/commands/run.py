@@ -58,6 +58,7 @@ from relay_review.github.pr import head_sha, list_files
 from relay_review.github.review import LineComment, post_review
 from relay_review.models import Catalog
 from relay_review.providers.discovery import DiscoveryResult, discover, write_report
+from relay_review.redact import redact, redact_data, usable_secrets
 from relay_review.render import comment_markdown, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import (
@@ -110,7 +111,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 class Secrets:
-    """Secret values seen this run: masked in the log once, scrubbed from every text we emit."""
+    """Secret values seen this run: masked in the log once, scrubbed from every text we emit.
+
+    Values shorter than :data:`~relay_review.redact.MIN_SECRET_CHARS` (placeholders such as
+    ``EMPTY`` for a local server) are masked but not scrubbed: replacing them everywhere would
+    shred the comment marker and the report's keys.
+    """
 
     def __init__(self) -> None:
         self._values: set[str] = set()
@@ -123,24 +129,17 @@ class Secrets:
                 self._values.add(value)
                 actions.add_mask(value)
 
+    def _scrubbed(self) -> list[str]:
+        lines = {line.strip() for v in self._values for line in v.splitlines()}
+        return usable_secrets(self._values | lines)
+
     def redact(self, text: str) -> str:
-        """``text`` with every known secret (longest first) replaced by ``***``."""
-        for value in sorted(self._values, key=len, reverse=True):
-            text = text.replace(value, REDACTED)
-            for line in value.splitlines():
-                if len(line.strip()) >= 4:
-                    text = text.replace(line.strip(), REDACTED)
-        return text
+        """``text`` with every known secret (whole, or cut at a truncation) replaced by ``***``."""
+        return redact(text, self._scrubbed(), REDACTED)
 
     def redact_data(self, data: Any) -> Any:
         """A copy of JSON-like ``data`` with every string (keys too) redacted."""
-        if isinstance(data, str):
-            return self.redact(data)
-        if isinstance(data, Mapping):
-            return {self.redact(str(k)): self.redact_data(v) for k, v in data.items()}
-        if isinstance(data, list | tuple):
-            return [self.redact_data(v) for v in data]
-        return data
+        return redact_data(data, self._scrubbed(), REDACTED)
 
 
 def _inline_key_envs(text: str | None) -> list[str]:
@@ -258,7 +257,8 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
         secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
         say(f"policy: {origin.provenance}")
     with actions.group("relay-review: discovery"):
-        discovery = _discover(policy, accounts, env)
+        remaining = policy.serving.deadline - (time.monotonic() - started)
+        discovery = _discover(policy, accounts, env, remaining)
     with actions.group("relay-review: catalog"):
         require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
         catalog = _catalog(policy, discovery, require_zdr, _work_dir(env))
@@ -271,7 +271,15 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: review"):
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = pipeline.run_sync(
-                pipeline.review(index, catalog, policy, env, title=event.title, body=event.body)
+                pipeline.review(
+                    index,
+                    catalog,
+                    policy,
+                    env,
+                    title=event.title,
+                    body=event.body,
+                    started_at=started,
+                )
             )
         _log_review(report)
 
@@ -473,10 +481,16 @@ def _work_dir(env: Mapping[str, str]) -> Path:
     return Path(tempfile.mkdtemp(prefix="relay-review-", dir=parent))
 
 
-def _discover(policy: Policy, accounts: list[Account], env: Mapping[str, str]) -> DiscoveryResult:
+def _discover(
+    policy: Policy, accounts: list[Account], env: Mapping[str, str], remaining: float
+) -> DiscoveryResult:
+    """Discovery, bounded by its own timeout and by what is left of the run's deadline."""
     keyed = sum(1 for acc in accounts if env.get(acc.api_key_env, "").strip())
     say(f"accounts: {len(accounts)}, {keyed} with a key; listing their models")
-    result = asyncio.run(discover(accounts, env, policy.discovery))
+    bounds = policy.discovery
+    if remaining < bounds.timeout:
+        bounds = bounds.model_copy(update={"timeout": max(remaining, 0.1)})
+    result = asyncio.run(discover(accounts, env, bounds))
     for s in result.accounts:
         if s.status == "ok":
             say(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")

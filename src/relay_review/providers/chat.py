@@ -58,6 +58,7 @@ import httpx
 from httpx_sse import EventSource
 
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
+from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
 __all__ = ["chat_call", "classify_http_error", "parse_retry_after"]
 
@@ -67,9 +68,11 @@ DETAIL_MAX = 200
 ERROR_BODY_MAX = 64 * 1024
 #: Most bytes accepted for a non-streamed (plain JSON) reply.
 JSON_BODY_MAX = 8 * 1024 * 1024
+#: A streamed reply longer than this is a bad reply (a misbehaving server cannot fill memory).
+MAX_CONTENT_CHARS = 2_000_000
 #: Keys shorter than this are not scrubbed from outcomes (real provider keys are far longer;
 #: scrubbing a two-letter test key would mangle every reply that contains those two letters).
-MIN_SCRUB_KEY = 8
+MIN_SCRUB_KEY = MIN_SECRET_CHARS
 
 _CONTEXT_RE = re.compile(
     r"context[ _-]?(length|window|size|limit)|maximum context|too many tokens|"
@@ -432,6 +435,7 @@ class _StreamState:
 
     def __init__(self) -> None:
         self.parts: list[str] = []
+        self.chars = 0
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.done = False
@@ -448,6 +452,8 @@ class _StreamState:
             if not isinstance(delta, dict):
                 delta = choice.get("message") if isinstance(choice.get("message"), dict) else {}
             self._content(delta.get("content"))
+            if self.chars > MAX_CONTENT_CHARS:
+                return f"reply longer than {MAX_CONTENT_CHARS} characters"
             finish = choice.get("finish_reason")
             if isinstance(finish, str) and finish:
                 self.finish_reason = finish
@@ -473,12 +479,15 @@ class _StreamState:
         return None
 
     def _content(self, content: Any) -> None:
+        texts: list[str] = []
         if isinstance(content, str):
-            self.parts.append(content)
+            texts = [content]
         elif isinstance(content, list):  # content parts: [{"type": "text", "text": ...}]
-            self.parts.extend(
+            texts = [
                 p["text"] for p in content if isinstance(p, dict) and isinstance(p.get("text"), str)
-            )
+            ]
+        self.parts.extend(texts)
+        self.chars += sum(map(len, texts))
 
     def _usage(self, chunk: dict) -> None:
         if isinstance(chunk.get("usage"), dict):
@@ -595,26 +604,16 @@ def _exc_text(exc: BaseException) -> str:
 
 
 def _scrub(outcome: Outcome, api_key: str | None) -> Outcome:
-    """Replace the key wherever a server echoed it (detail, content, finish_reason, usage)."""
-    if not api_key or len(api_key) < MIN_SCRUB_KEY:
+    """Remove the key wherever a server echoed it (detail, content, finish_reason, usage)."""
+    if not api_key or len(api_key.strip()) < MIN_SCRUB_KEY:
         return outcome
     update: dict[str, Any] = {}
     for name in ("detail", "content", "finish_reason"):
         value = getattr(outcome, name)
-        if isinstance(value, str) and api_key in value:
-            update[name] = value.replace(api_key, "***")
+        if isinstance(value, str) and (clean := redact(value, [api_key])) != value:
+            update[name] = clean
     if outcome.usage is not None:
-        usage = _replace_deep(outcome.usage, api_key)
+        usage = redact_data(outcome.usage, [api_key])
         if usage != outcome.usage:
             update["usage"] = usage
     return outcome.model_copy(update=update) if update else outcome
-
-
-def _replace_deep(value: Any, secret: str) -> Any:
-    if isinstance(value, str):
-        return value.replace(secret, "***")
-    if isinstance(value, dict):
-        return {_replace_deep(k, secret): _replace_deep(v, secret) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_replace_deep(v, secret) for v in value]
-    return value

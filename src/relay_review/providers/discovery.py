@@ -68,6 +68,7 @@ from typing import Any, NamedTuple
 import httpx
 
 from relay_review import __version__
+from relay_review.redact import redact
 from relay_review.settings import Account, DiscoveryPolicy, has_key
 
 logger = logging.getLogger(__name__)
@@ -379,11 +380,8 @@ def _clip(text: str, limit: int = _DETAIL_LIMIT) -> str:
 
 
 def _scrub(text: str, secrets: Iterable[str]) -> str:
-    """Replace every secret value in ``text`` (defence in depth: keys should never get there)."""
-    for secret in secrets:
-        if len(secret) >= 4:
-            text = text.replace(secret, "[redacted]")
-    return text
+    """Remove every secret value in ``text``, whole or cut (keys should never get there)."""
+    return redact(text, secrets, "[redacted]")
 
 
 def _http_detail(response: httpx.Response) -> str:

@@ -36,7 +36,26 @@ MAX_REPLY_CHARS = 1_000_000
 SHOW_CHARS = 160
 
 _MAX_SCAN = 2000
-_THINK = re.compile(r"<think(?:ing)?>.*?</think(?:ing)?>", re.DOTALL | re.IGNORECASE)
+_THINK_OPEN = re.compile(r"<think(?:ing)?>", re.IGNORECASE)
+_THINK_CLOSE = re.compile(r"</think(?:ing)?>", re.IGNORECASE)
+
+
+def strip_thinking(text: str) -> str:
+    """Remove ``<think>...</think>`` blocks in one linear pass (a lazy regex over hostile text
+    with many unclosed tags is quadratic); an unclosed tag and what follows it are kept."""
+    out: list[str] = []
+    pos = 0
+    while (start := _THINK_OPEN.search(text, pos)) is not None:
+        out.append(text[pos : start.start()])
+        end = _THINK_CLOSE.search(text, start.end())
+        if end is None:
+            out.append(text[start.start() :])
+            return "".join(out)
+        pos = end.end()
+    out.append(text[pos:])
+    return "".join(out)
+
+
 _QUOTE_PREFIX = re.compile(r"^(?:[RL]\d+)?[+-]")
 _SIDE_ALIASES = {
     "RIGHT": "RIGHT",
@@ -197,7 +216,7 @@ def parse_reply(text: str) -> ModelReply:
         raise VerdictParseError("empty reply")
     if len(text) > MAX_REPLY_CHARS:
         raise VerdictParseError(f"reply of {len(text)} characters exceeds {MAX_REPLY_CHARS}")
-    obj = extract_json(_THINK.sub("", text))
+    obj = extract_json(strip_thinking(text))
     if not any(k in obj for k in _REPLY_KEYS):
         raise VerdictParseError("JSON object has neither 'summary' nor 'findings'")
     try:

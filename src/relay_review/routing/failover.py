@@ -45,6 +45,7 @@ from relay_review.models import (
     Deadlines,
     Outcome,
     OutcomeKind,
+    Phase,
     Readiness,
     ServedBy,
 )
@@ -250,24 +251,30 @@ async def attempt_on(
     purpose: str = "serve",
 ) -> tuple[bool, Outcome, Attempt, Any]:
     """One request on one route (no switching), its reply check, and its log line."""
-    remaining = deadline_at - clock()
-    bounds = Deadlines(
-        connect=min(deadlines.connect, remaining),
-        first_byte=min(deadlines.first_byte, remaining),
-        idle=min(deadlines.idle, remaining),
-        attempt=min(deadlines.attempt, remaining),
-    )
     started = clock()
-    outcome = await chat(
-        client,
-        base_url=entry.route.base_url or "",
-        api_key=key,
-        model=entry.route.model,
-        messages=messages,
-        deadlines=bounds,
-        max_tokens=max_tokens,
-        extra_body=extra_body(entry) if callable(extra_body) else extra_body,
-    )
+    remaining = deadline_at - started
+    if remaining <= 0:  # e.g. a repair round asked for just as the deadline struck
+        outcome = Outcome(
+            kind=OutcomeKind.TIMEOUT,
+            phase=Phase.ATTEMPT,
+            detail="not sent: the run deadline had passed",
+        )
+    else:
+        outcome = await chat(
+            client,
+            base_url=entry.route.base_url or "",
+            api_key=key,
+            model=entry.route.model,
+            messages=messages,
+            deadlines=Deadlines(
+                connect=min(deadlines.connect, remaining),
+                first_byte=min(deadlines.first_byte, remaining),
+                idle=min(deadlines.idle, remaining),
+                attempt=min(deadlines.attempt, remaining),
+            ),
+            max_tokens=max_tokens,
+            extra_body=extra_body(entry) if callable(extra_body) else extra_body,
+        )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
     if outcome.ok and accept is not None:

@@ -132,8 +132,9 @@ def missing_key_detail(env_name: str) -> str:
 
 
 def api_key_for(entry: CatalogEntry, environ: Mapping[str, str]) -> str | None:
-    """The route's key from its ``api_key_env``; None when unset or empty."""
-    return environ.get(entry.route.api_key_env) or None
+    """The route's key from its ``api_key_env`` (surrounding whitespace, e.g. a pasted newline,
+    removed, as discovery does); None when unset or blank."""
+    return (environ.get(entry.route.api_key_env) or "").strip() or None
 
 
 def plan_probes(

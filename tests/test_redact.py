@@ -1,0 +1,41 @@
+"""Secret scrubbing: whole values, values cut at a truncation point, and short placeholders."""
+
+from relay_review.commands.run import Secrets
+from relay_review.redact import redact, redact_data
+
+KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"
+
+
+def test_whole_and_cut_keys_are_removed():
+    assert redact(f"HTTP 401: bad key Bearer {KEY}", [KEY]) == "HTTP 401: bad key Bearer ***"
+    cut = f"HTTP 401: invalid key: Bearer {KEY[:20]}…"
+    assert KEY[:20] not in redact(cut, [KEY])
+    assert redact(f"echo {KEY[:12]}...", [KEY]) == "echo ***..."
+    assert redact(f"ends with {KEY[:15]}", [KEY]) == "ends with ***"
+
+
+def test_a_key_prefix_in_the_middle_of_text_is_left_alone():
+    text = "keys look like sk-or-v1-<hex>; see the docs"
+    assert redact(text, [KEY]) == text
+
+
+def test_surrounding_whitespace_of_a_pasted_key_does_not_defeat_redaction():
+    assert redact(f"Bearer {KEY}", [KEY + "\n"]) == "Bearer ***"
+
+
+def test_short_placeholders_are_not_scrubbed_everywhere(capsys):
+    secrets = Secrets()
+    secrets.add(["EMPTY", "x", KEY])
+    out = capsys.readouterr().out
+    assert "::add-mask::EMPTY" in out and f"::add-mask::{KEY}" in out  # still masked in the log
+    marker = "<!-- relay-review:sticky -->"
+    assert secrets.redact(f"{marker} EMPTY x {KEY}") == f"{marker} EMPTY x ***"
+    assert secrets.redact_data({"decision": "x", "detail": [KEY]}) == {
+        "decision": "x",
+        "detail": ["***"],
+    }
+
+
+def test_redact_data_walks_nested_values_and_keys():
+    data = {"a": [f"Bearer {KEY}", 3, {KEY: None}], "b": None}
+    assert redact_data(data, [KEY]) == {"a": ["Bearer ***", 3, {"***": None}], "b": None}
