@@ -342,11 +342,11 @@ REVIEW_SCENARIO = Scenario(
     "1 rate-limited, 1 not-found, 1 honest reviewer, 1 liar that cites lines outside the diff); "
     "the diff goes out as two chunks served concurrently",
     {
-        "nim_a": {"deepseek-ai/deepseek-v4-flash": "stall", "vendor/reviewer": "healthy@0.3"},
-        "nim_b": {"meta/llama-3.3-70b-instruct": "429@30", "vendor/liar": "healthy@0.45"},
+        "nim_a": {"deepseek-ai/deepseek-v4-flash": "stall", "vendor/reviewer": "healthy@0.5"},
+        "nim_b": {"meta/llama-3.3-70b-instruct": "429@30", "vendor/liar": "healthy@0.75"},
         "router": {"qwen/qwen3-coder:free": "stall", "moonshotai/kimi-k2:free": "404"},
     },
-    healthy="healthy@0.3",
+    healthy="healthy@0.5",
 )
 
 #: The drill review's policy overrides: one chunk per file of the sample diff.
