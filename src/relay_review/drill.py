@@ -8,8 +8,11 @@ benchmark use it to exercise every outcome over real sockets. One asyncio HTTP/1
     POST /<account>/v1/chat/completions   streaming (SSE, chunked) or plain JSON
 
 Every response carries ``Connection: close``; streams use chunked transfer encoding, everything
-else ``Content-Length``. Every request is recorded (:attr:`FaultFleet.requests`) so callers can
-count probes and the tokens they asked for.
+else ``Content-Length``. It is written on :func:`asyncio.start_server` rather than a web framework
+on purpose: the faults it scripts live below a framework's surface (headers sent and then
+silence, a body cut mid-chunk, a reset socket, a stall before any byte), and the project takes
+no server dependency for a test and drill tool. Every request is recorded
+(:attr:`FaultFleet.requests`) so callers can count probes and the tokens they asked for.
 
 Behaviour scheme
 ================

@@ -19,7 +19,9 @@ Token estimate (:func:`estimate_tokens`), deliberately conservative across BPE t
 (cl100k/o200k, Llama 3, Qwen, Mistral's 32k SentencePiece): per line,
 ``ceil(ascii_chars / 3) + 2 * non_ascii_chars + 1``. Code averages 3.5-4.5 characters per token
 on these tokenizers; numbered line prefixes and symbols cost more, hence 3 and the +1 per line.
-Non-ASCII characters can cost 1-3 tokens each, hence 2.
+Non-ASCII characters can cost 1-3 tokens each, hence 2. No tokenizer library is used: routes
+run many different models, and tokenizer packages fetch their vocabularies at run time, which
+an offline runner cannot do; an estimate that errs large is the safe side.
 """
 
 from __future__ import annotations
