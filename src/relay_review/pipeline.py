@@ -74,7 +74,9 @@ async def chat(
     """Serve one chat request with preflight and failover (the ``chat`` command's report)."""
     async with _session(catalog, policy, environ, chat_fn) as session:
         result = await session.serve(messages)
+        time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     return {
+        "time_to_reply_s": time_to_reply,
         "reply": result.reply,
         "served_by": result.served_by.model_dump() if result.served_by else None,
         "stopped": result.stopped,

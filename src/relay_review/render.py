@@ -1,12 +1,13 @@
-"""Plain-text renderings of a run for people: the readiness table and the attempt timeline.
-
-Markdown renderings for the PR comment build on the same rows (see :mod:`relay_review.report`).
+"""Renderings of a run for people: the catalog, readiness and attempt tables as text, and the
+sticky PR comment (also the step summary) as Markdown built on the same rows.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from typing import Any
+
+from relay_review.models import Catalog
 
 
 def align(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -32,6 +33,27 @@ def _served_ids(served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | Non
     if isinstance(served_by, Mapping):
         return {served_by["agent_id"]}
     return {s["agent_id"] for s in served_by if s}
+
+
+def catalog_table(catalog: Catalog) -> str:
+    """The catalog's selection and counts as aligned text for people."""
+    if not catalog.selected:
+        lines = ["No routes selected."]
+    else:
+        rows = [
+            (e.priority, e.agent_id, e.account, e.cost.value, "yes" if e.zdr else "no")
+            for e in catalog.selected
+        ]
+        lines = [align(("priority", "agent_id", "account", "cost", "zdr"), rows)]
+    r = catalog.report
+    lines.append(
+        f"\n{len(catalog.selected)} selected of {r.total_routes} routes "
+        f"({r.free_routes} free, {r.priced_routes} priced, {r.unknown_routes} unknown cost); "
+        f"{r.account_diversity} accounts; {r.zdr_selected} ZDR"
+    )
+    if r.excluded:
+        lines.append("excluded: " + ", ".join(f"{k}={v}" for k, v in r.excluded.items()))
+    return "\n".join(lines)
 
 
 def readiness_rows(

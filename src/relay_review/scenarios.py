@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import re
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from importlib import resources
@@ -18,11 +19,11 @@ from typing import Any
 
 import httpx
 
+from relay_review import pipeline
 from relay_review.drill import FaultFleet
-from relay_review.models import Catalog
 from relay_review.providers.chat import chat_call
+from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 
 REFERENCE = "reference"
@@ -183,60 +184,30 @@ async def run_scenario(
     messages = [{"role": "user", "content": message}]
     direct = await direct_latency(fleet, policy, messages)
     first_request = len(fleet.requests)
-    catalog: Catalog = build_catalog(
+    catalog = build_catalog(
         parse_discovery(discovery_for(scenario, fleet)),
         limit=policy.catalog.limit,
         account_cap=policy.catalog.account_cap,
     )
-    start = time.monotonic()
-    session = RoutingSession(
-        catalog.selected,
-        preflight=policy.preflight,
-        serving=policy.serving,
-        environ=drill_environ(scenario),
-        started_at=start,
-    )
-    async with session:
-        result = await session.serve(messages)
-        time_to_reply = round(time.monotonic() - start, 3)
+    report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
-    probes = [r for r in chats if r.max_tokens is not None]
+    probe_tokens = [r.max_tokens or 0 for r in chats if r.max_tokens is not None]
+    scripts = [scenario.accounts[e.account][e.route.model] for e in catalog.selected]
     healthy_at = next(
-        (
-            i
-            for i, e in enumerate(catalog.selected, 1)
-            if scenario.accounts[e.account][e.route.model].startswith("healthy")
-            or ">healthy" in scenario.accounts[e.account][e.route.model]
-        ),
-        None,
+        (i for i, s in enumerate(scripts, 1) if s.startswith("healthy") or ">healthy" in s), None
     )
+    time_to_reply = report["time_to_reply_s"]
     return {
+        **report,
         "scenario": scenario.name,
         "description": scenario.description,
-        "served_by": result.served_by.model_dump() if result.served_by else None,
-        "reply": result.reply,
-        "stopped": result.stopped,
-        "time_to_reply_s": time_to_reply,
         "direct_latency_s": direct,
-        "ratio": round(time_to_reply / direct, 2) if direct and result.ok else None,
+        "ratio": round(time_to_reply / direct, 2) if direct and report["served_by"] else None,
         "healthy_catalog_position": healthy_at,
-        "probes_sent": session.probes_sent,
-        "probe_tokens_requested": sum(r.max_tokens or 0 for r in probes),
-        "max_probe_tokens": max((r.max_tokens or 0 for r in probes), default=0),
-        "requests_per_route": _per_route(chats),
-        "attempts": [a.model_dump() for a in result.attempts],
-        "readiness": session.readiness(),
-        "catalog": catalog.to_json(),
-        "elapsed_s": session.elapsed(),
+        "probe_tokens_requested": sum(probe_tokens),
+        "max_probe_tokens": max(probe_tokens, default=0),
+        "requests_per_route": dict(Counter(f"{r.account}/{r.model}" for r in chats)),
     }
-
-
-def _per_route(chats: list) -> dict[str, int]:
-    counts: dict[str, int] = {}
-    for r in chats:
-        key = f"{r.account}/{r.model}"
-        counts[key] = counts.get(key, 0) + 1
-    return counts
 
 
 # --------------------------------------------------------------------------------------------
@@ -360,9 +331,6 @@ def sample_diff() -> str:
 
 async def run_review_drill(policy: Policy) -> dict[str, Any]:
     """Review the bundled sample diff through the review scenario's fleet; the full report."""
-    from relay_review import pipeline
-    from relay_review.review.diff import DiffIndex
-
     scenario = REVIEW_SCENARIO
     review = policy.review.model_copy(
         update={"chunk_tokens": policy.review.chunk_tokens or REVIEW_DRILL_CHUNK_TOKENS}

@@ -192,9 +192,9 @@ def load_policy(
             raise UsageError(f"{source}: policy file not found") from None
         except (OSError, UnicodeDecodeError) as exc:
             raise UsageError(f"{source}: cannot read the policy file ({exc})") from None
-        parts.append((source, _parse_toml(raw, source)))
+        parts.append((source, parse_toml(raw, source)))
     if text is not None:
-        parts.append((text_source, _parse_toml(text, text_source)))
+        parts.append((text_source, parse_toml(text, text_source)))
     if not parts:
         return Policy()
     for source, data in parts:
@@ -207,7 +207,7 @@ def load_policy(
 
 def parse_policy(text: str, source: str = INLINE_SOURCE) -> Policy:
     """Validate a policy given as TOML text; ``source`` names it in error messages."""
-    return validate_policy_data(_parse_toml(text, source), source)
+    return validate_policy_data(parse_toml(text, source), source)
 
 
 def merge_policy_data(base: Mapping[str, Any], override: Mapping[str, Any]) -> dict[str, Any]:
@@ -232,7 +232,7 @@ def validate_policy_data(data: Mapping[str, Any], source: str) -> Policy:
     return policy
 
 
-def _parse_toml(text: str, source: str) -> dict[str, Any]:
+def parse_toml(text: str, source: str) -> dict[str, Any]:
     """Parse TOML, turning a syntax error into a UsageError that names the source."""
     try:
         return tomllib.loads(text)

@@ -6,7 +6,7 @@ import argparse
 import json
 
 from relay_review.commands.common import add_catalog_args, catalog_from_args
-from relay_review.routing.catalog import format_table
+from relay_review.render import catalog_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -24,5 +24,5 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(catalog.to_json(), indent=2))
     else:
-        print(format_table(catalog))
+        print(catalog_table(catalog))
     return 0

@@ -59,12 +59,11 @@ from relay_review.github.review import LineComment, post_review
 from relay_review.models import Catalog
 from relay_review.providers.discovery import DiscoveryResult, discover, write_report
 from relay_review.redact import redact, redact_data, usable_secrets
-from relay_review.render import comment_markdown, md_code, md_text
+from relay_review.render import catalog_table, comment_markdown, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import (
     CatalogInputError,
     build_catalog,
-    format_table,
     parse_discovery,
     parse_zdr_feed,
 )
@@ -74,6 +73,7 @@ from relay_review.settings import (
     ServingPolicy,
     key_conventions,
     merge_policy_data,
+    parse_toml,
     resolve_accounts,
     resolve_require_zdr,
     validate_policy_data,
@@ -393,13 +393,6 @@ class PolicyOrigin:
         }
 
 
-def _toml(text: str, source: str) -> dict[str, Any]:
-    try:
-        return tomllib.loads(text)
-    except tomllib.TOMLDecodeError as exc:
-        raise UsageError(f"{source}: not valid TOML: {exc}") from None
-
-
 def resolve_policy(
     gh: Any, inputs: ActionInputs, event: PullRequestEvent
 ) -> tuple[Policy, PolicyOrigin]:
@@ -429,7 +422,7 @@ def resolve_policy(
         if source.min_sha:
             say(f"policy: {source.sha} descends from {source.min_ref} ({source.min_sha})")
         name = f"{source.repo}:{path}@{source.sha[:12]}"
-        layers.append((name, _toml(pinned.text, name)))
+        layers.append((name, parse_toml(pinned.text, name)))
         provenance = source.render()
     elif inputs.policy:
         provenance = "inline policy (workflow input `policy`)"
@@ -442,10 +435,10 @@ def resolve_policy(
         else:
             source = base.source
             name = f"{source.repo}:{path}@{source.sha[:12]}"
-            layers.append((name, _toml(base.text, name)))
+            layers.append((name, parse_toml(base.text, name)))
             provenance = source.render()
     if inputs.policy:
-        layers.append((INLINE_SOURCE, _toml(inputs.policy, INLINE_SOURCE)))
+        layers.append((INLINE_SOURCE, parse_toml(inputs.policy, INLINE_SOURCE)))
         if source is not None:
             provenance += " + inline policy"
     merged: dict[str, Any] = {}
@@ -535,7 +528,7 @@ def _catalog(
         raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     say(f"discovery report: {out}")
-    for line in format_table(catalog).splitlines():
+    for line in catalog_table(catalog).splitlines():
         say(line)
     return catalog
 

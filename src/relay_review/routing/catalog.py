@@ -27,7 +27,6 @@ from relay_review.providers.kinds import default_base_url, default_key_env
 
 Pool = Literal["free", "auto"]
 
-PRICE_FIELDS = ("prompt_price_per_1k", "completion_price_per_1k")
 #: Declared structured-output support a route may carry (anything else is ignored).
 RESPONSE_FORMATS = ("json_schema", "json_object")
 
@@ -248,34 +247,3 @@ def build_catalog(
         excluded=dict(sorted(excluded.items())),
     )
     return Catalog(selected=selected, report=report)
-
-
-def format_table(catalog: Catalog) -> str:
-    """The selection as an aligned table for people."""
-    if not catalog.selected:
-        lines = ["No routes selected."]
-    else:
-        header = ("priority", "agent_id", "account", "cost", "zdr")
-        rows = [
-            (str(e.priority), e.agent_id, e.account, e.cost.value, "yes" if e.zdr else "no")
-            for e in catalog.selected
-        ]
-        lines = [_align(header, rows)]
-    r = catalog.report
-    lines.append(
-        f"\n{len(catalog.selected)} selected of {r.total_routes} routes "
-        f"({r.free_routes} free, {r.priced_routes} priced, {r.unknown_routes} unknown cost); "
-        f"{r.account_diversity} accounts; {r.zdr_selected} ZDR"
-    )
-    if r.excluded:
-        lines.append("excluded: " + ", ".join(f"{k}={v}" for k, v in r.excluded.items()))
-    return "\n".join(lines)
-
-
-def _align(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """Left-aligned columns separated by two spaces."""
-    widths = [max(len(str(c)) for c in col) for col in zip(header, *rows, strict=True)]
-    out = []
-    for row in [header, *rows]:
-        out.append("  ".join(str(c).ljust(w) for c, w in zip(row, widths, strict=True)).rstrip())
-    return "\n".join(out)
