@@ -40,7 +40,7 @@ import socket
 import subprocess
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -132,6 +132,10 @@ class Exchange:
         return f"{self.method} {self.path}{query} -> {self.status}"
 
 
+#: A computed stub answer: ``(status, JSON body or None, extra headers)``.
+Responder = Callable[["Exchange"], tuple[int, Any, dict[str, str]]]
+
+
 @dataclass
 class _Rule:
     method: str
@@ -141,6 +145,10 @@ class _Rule:
     status: int | None = None
     body: Any = None
     headers: dict[str, str] = field(default_factory=dict)
+    #: ``respond(exchange) -> (status, body, headers)``: an answer computed per request.
+    respond: Responder | None = None
+    #: Seconds to wait before answering (a slow or timing-out GitHub).
+    delay: float = 0.0
 
     def matches(self, method: str, path: str) -> bool:
         return (
@@ -178,8 +186,15 @@ class MockGitHub:
         body: Any = None,
         headers: dict[str, str] | None = None,
         times: int | None = 1,
+        *,
+        respond: Responder | None = None,
+        delay: float = 0.0,
     ) -> None:
-        """Answer matching requests here with ``status`` and JSON ``body``, without Prism."""
+        """Answer matching requests here with ``status`` and JSON ``body``, without Prism.
+
+        ``respond`` computes the answer per request instead (``status``/``body``/``headers``
+        are then ignored); ``delay`` waits that long first (to time a client out).
+        """
         with self._lock:
             rule = _Rule(
                 method.upper(),
@@ -188,6 +203,8 @@ class MockGitHub:
                 status=status,
                 body=body,
                 headers=headers or {},
+                respond=respond,
+                delay=delay,
             )
             self._rules.append(rule)
 
@@ -271,10 +288,17 @@ def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
                 body=body,
             )
             rule = mock._match(self.command, path)
+            if rule is not None and rule.delay:
+                time.sleep(rule.delay)
             if rule is not None and rule.status is not None:
-                payload = b"" if rule.body is None else json.dumps(rule.body).encode()
-                headers = {"Content-Type": "application/json", **rule.headers}
-                exchange.status, exchange.stubbed = rule.status, True
+                status, answer, extra = (
+                    rule.respond(exchange)
+                    if rule.respond is not None
+                    else (rule.status, rule.body, rule.headers)
+                )
+                payload = b"" if answer is None else json.dumps(answer).encode()
+                headers = {"Content-Type": "application/json", **extra}
+                exchange.status, exchange.stubbed = status, True
                 exchange.response_headers = {k.lower(): v for k, v in headers.items()}
                 exchange.response_body = payload
             else:

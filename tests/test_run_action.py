@@ -11,312 +11,42 @@ examples carry no usable patch, and its policy example is not a policy of this p
 
 from __future__ import annotations
 
-import base64
-import copy
 import json
-import os
-import subprocess
-import sys
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
+from action_harness import (
+    ACTION_DEFAULTS,
+    FILES,
+    FLEET_KEY,
+    NUMBER,
+    OTHER_SHA,
+    POLICY_PATH,
+    POLICY_REPO,
+    REPO,
+    SECRETS,
+    SHA,
+    TOKEN,
+    api_file,
+    assert_nothing_posted,
+    contents_body,
+    policy_toml,
+    posted_bodies,
+    pr_payload,
+    run_action,
+    standard_fleet,
+)
 from github_mock import MockGitHub, webhook_examples
 from relay_review.drill import FaultFleet
 from relay_review.github.comment import MARKER
 
-SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"  # the head of every Prism pull request
-OTHER_SHA = "0123456789abcdef0123456789abcdef01234567"
-REPO = "Codertocat/Hello-World"  # the webhook examples' repository
-NUMBER = 2
-POLICY_REPO = "octo-org/relay-policy"
-POLICY_PATH = ".github/relay-review.toml"
-
-TOKEN = "ghs_FAKEtokenNeverLogged0123456789abcdef"
-KEY_ENV = "FAKE_FLEET_API_KEY"
-FLEET_KEY = "sk-fake-fleet-key-0123456789abcdef"
-UNUSED_KEY = "sk-fake-unused-key-fedcba9876543210"
-SECRETS = (TOKEN, FLEET_KEY, UNUSED_KEY)
-
-# --- the pull request: one real patch, one binary file --------------------------------------
-
-QUERY_LINE = 'query = "SELECT * FROM users WHERE name = \'%s\'" % request.form["name"]'
-PATCH = (
-    "@@ -10,4 +10,6 @@ def login(request):\n"
-    '     user = find_user(request.form["name"])\n'
-    '-    if user.check(request.form["password"]):\n'
-    f"+    {QUERY_LINE}\n"
-    "+    rows = db.execute(query)\n"
-    "+    if rows:\n"
-    "         return ok(user)\n"
-    "     return denied()"
-)
-
-
-def _file(name: str, status: str, patch: str | None, adds: int, dels: int) -> dict[str, Any]:
-    entry: dict[str, Any] = {
-        "sha": "bbcd538c8e72b8c175046e27cc8f907076331401",
-        "filename": name,
-        "status": status,
-        "additions": adds,
-        "deletions": dels,
-        "changes": adds + dels,
-        "blob_url": f"https://github.com/{REPO}/blob/{SHA}/{name}",
-        "raw_url": f"https://github.com/{REPO}/raw/{SHA}/{name}",
-        "contents_url": f"https://api.github.com/repos/{REPO}/contents/{name}?ref={SHA}",
-    }
-    if patch is not None:
-        entry["patch"] = patch
-    return entry
-
-
-FILES = [
-    _file("app/auth.py", "modified", PATCH, 3, 1),
-    _file("assets/logo.png", "added", None, 0, 0),
-]
-
-
-def _finding(line: int, quote: str, severity: str, message: str) -> dict[str, Any]:
-    return {
-        "path": "app/auth.py",
-        "line": line,
-        "side": "RIGHT",
-        "quote": quote,
-        "severity": severity,
-        "message": message,
-    }
-
-
-#: Verdict per fleet account (the fleet replies by model id).
-VERDICTS: dict[str, dict[str, Any]] = {
-    "acme/reviewer": {
-        "summary": "Replaces the password check with a SQL query built from user input.",
-        "decision": "approve",  # advisory only: the decision is computed
-        "findings": [
-            _finding(11, QUERY_LINE, "high", "SQL injection: the name is formatted into SQL."),
-            _finding(99, "nope", "low", "A line outside the diff."),
-        ],
-    },
-    "pair/reviewer": {
-        "summary": "Two smaller issues.",
-        "findings": [
-            _finding(12, "rows = db.execute(query)", "medium", "Result set is never closed."),
-            _finding(13, "if rows:", "low", "Truthiness of a cursor is always true."),
-        ],
-    },
-}
-
-
-def _reply(body: dict[str, Any]) -> str:
-    if "single word: ready" in body["messages"][-1]["content"]:
-        return "ready"  # a preflight probe
-    return json.dumps(VERDICTS[body["model"]])
-
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[FaultFleet]:
-    accounts = {
-        "acme": {"models": {"acme/reviewer": "healthy"}, "api_key": FLEET_KEY},
-        "pair": {"models": {"pair/reviewer": "healthy"}, "api_key": FLEET_KEY},
-        "down": {"models": {"down/broken": "503"}, "api_key": FLEET_KEY},
-        "leaky": {"models": {"leaky/oops": "500@leak"}, "api_key": FLEET_KEY},
-    }
-    with FaultFleet(accounts, reply=_reply) as running:
+    with standard_fleet() as running:
         yield running
-
-
-FAST = """\
-[serving]
-connect = 2
-first_byte = 5
-idle = 5
-attempt = 10
-deadline = 20
-
-[preflight]
-probe_budget = 4
-probe_timeout = 3
-
-[discovery]
-timeout = 3
-"""
-
-
-def policy_toml(fleet: FaultFleet, *accounts: str, head: str = FAST) -> str:
-    """A policy declaring fleet accounts as self-hosted, declared-free endpoints."""
-    parts = [head]
-    for name in accounts:
-        parts.append(
-            "[[accounts]]\n"
-            f'name = "{name}"\n'
-            'kind = "openai_compatible"\n'
-            f'base_url = "{fleet.base_url(name)}"\n'
-            'pricing = "declared-free"\n'
-            f'api_key_env = "{KEY_ENV}"\n'
-        )
-    return "\n".join(parts)
-
-
-def contents_body(repo: str, text: str) -> dict[str, Any]:
-    """A contents-API answer for the policy file (``type: file``, base64 content)."""
-    raw = text.encode()
-    return {
-        "type": "file",
-        "encoding": "base64",
-        "size": len(raw),
-        "name": "relay-review.toml",
-        "path": POLICY_PATH,
-        "content": base64.encodebytes(raw).decode(),
-        "sha": "3d21ec53a331a6f037a91c368710b99387d012c1",
-        "url": f"https://api.github.com/repos/{repo}/contents/{POLICY_PATH}",
-        "git_url": None,
-        "html_url": None,
-        "download_url": None,
-        "_links": {"self": "", "git": None, "html": None},
-    }
-
-
-# --- running the action --------------------------------------------------------------------
-
-#: What the runner passes for every input of action.yml when the workflow sets nothing.
-ACTION_DEFAULTS = {
-    "github-token": TOKEN,
-    "policy": "",
-    "orchestrator-repo": "",
-    "orchestrator-ref": "",
-    "orchestrator-path": POLICY_PATH,
-    "orchestrator-min-ref": "",
-    "pool": "",
-    "limit": "",
-    "account-cap": "",
-    "require-zdr": "",
-    "deadline": "",
-    "first-byte-timeout": "",
-    "probe-budget": "",
-    "exclude": "",
-    "review-drafts": "false",
-    "author-associations": "OWNER, MEMBER, COLLABORATOR",
-    "fail-on": "never",
-    "on-unavailable": "fail",
-    "inline-comments": "false",
-    "comment-author": "",
-}
-
-
-@dataclass
-class Run:
-    code: int
-    stdout: str
-    stderr: str
-    outputs: dict[str, str]
-    summary: str
-    report: dict[str, Any] | None
-    root: Path
-
-    def files_text(self) -> str:
-        """Every file the run left under its root (workspace, outputs, summary, temp)."""
-        return "\n".join(
-            p.read_text(errors="replace") for p in sorted(self.root.rglob("*")) if p.is_file()
-        )
-
-
-def parse_outputs(text: str) -> dict[str, str]:
-    """``GITHUB_OUTPUT`` as the runner reads it (``name<<DELIM`` blocks)."""
-    result: dict[str, str] = {}
-    lines = text.split("\n")
-    i = 0
-    while i < len(lines):
-        if "<<" in lines[i]:
-            name, delimiter = lines[i].split("<<", 1)
-            end = lines.index(delimiter, i + 1)
-            result[name] = "\n".join(lines[i + 1 : end])
-            i = end + 1
-        else:
-            i += 1
-    return result
-
-
-def pr_payload(index: int = 0, **changes: Any) -> dict[str, Any]:
-    """A ``pull_request`` example with its head set to Prism's SHA (and ``changes`` applied)."""
-    payload = copy.deepcopy(webhook_examples("pull_request")[index])
-    pr = payload["pull_request"]
-    pr["head"]["sha"] = changes.pop("head_sha", SHA)
-    pr.update(changes)
-    return payload
-
-
-def run_action(
-    root: Path,
-    mock: MockGitHub,
-    inputs: dict[str, str] | None = None,
-    *,
-    payload: dict[str, Any] | None = None,
-    event_name: str = "pull_request_target",
-    files: list[dict[str, Any]] | None = None,
-) -> Run:
-    """Start ``relay-review run`` like the runner does and collect everything it left."""
-    mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
-    mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
-    workspace, temp = root / "workspace", root / "runner-temp"
-    workspace.mkdir(parents=True)
-    temp.mkdir()
-    event_path = root / "event.json"
-    event_path.write_text(json.dumps(payload if payload is not None else pr_payload()))
-    env = {
-        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
-        "HOME": str(root),
-        "GITHUB_ACTIONS": "true",
-        "GITHUB_API_URL": mock.url,
-        "GITHUB_SERVER_URL": "https://github.com",
-        "GITHUB_REPOSITORY": REPO,
-        "GITHUB_EVENT_NAME": event_name,
-        "GITHUB_EVENT_PATH": str(event_path),
-        "GITHUB_WORKSPACE": str(workspace),
-        "GITHUB_OUTPUT": str(root / "output.txt"),
-        "GITHUB_STEP_SUMMARY": str(root / "summary.md"),
-        "RUNNER_TEMP": str(temp),
-        KEY_ENV: FLEET_KEY,
-        "UNUSED_VENDOR_API_KEY": UNUSED_KEY,
-    }
-    for name, value in {**ACTION_DEFAULTS, **(inputs or {})}.items():
-        env[f"INPUT_{name.upper()}"] = value
-    proc = subprocess.run(
-        [sys.executable, "-m", "relay_review", "run"],
-        env=env,
-        cwd=workspace,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
-    output = root / "output.txt"
-    summary = root / "summary.md"
-    report_path = workspace / "relay-review-report.json"
-    return Run(
-        code=proc.returncode,
-        stdout=proc.stdout,
-        stderr=proc.stderr,
-        outputs=parse_outputs(output.read_text()) if output.exists() else {},
-        summary=summary.read_text() if summary.exists() else "",
-        report=json.loads(report_path.read_text()) if report_path.exists() else None,
-        root=root,
-    )
-
-
-def posted_bodies(mock: MockGitHub) -> list[str]:
-    """Comment bodies sent (created or edited)."""
-    return [
-        c.body["body"]
-        for c in mock.calls()
-        if c.method in ("POST", "PATCH") and "/comments" in c.path and isinstance(c.body, dict)
-    ]
-
-
-def assert_nothing_posted(mock: MockGitHub) -> None:
-    assert not [c for c in mock.calls() if c.method in ("POST", "PATCH")], mock.calls()
 
 
 # --- the main path --------------------------------------------------------------------------
@@ -515,7 +245,7 @@ def test_huge_report_comment_is_truncated(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     binaries = [
-        _file(f"assets/generated/{'deep/' * 30}image-{i:04d}.png", "added", None, 0, 0)
+        api_file(f"assets/generated/{'deep/' * 30}image-{i:04d}.png", "added", None, 0, 0)
         for i in range(1000)
     ]
     run = run_action(
