@@ -146,6 +146,21 @@ class ReviewPolicy(_Section):
     allow_approve: bool = _opt(True, "true or false (false: no findings gives 'comment')")
 
 
+class GitHubPolicy(_Section):
+    """``[github]``: the bounds of every GitHub API call (the edge that posts the verdict)."""
+
+    timeout: float = _opt(
+        30.0, "a number of seconds > 0 and at most 300 (one GitHub request)", le=300, **_SECONDS
+    )
+    max_wait: float = _opt(
+        60.0,
+        "a number of seconds >= 0 and at most 600 (longest wait GitHub's rate limit may ask)",
+        ge=0,
+        le=600,
+        allow_inf_nan=False,
+    )
+
+
 class Policy(_Section):
     """The whole policy file: one validated object, every section with its defaults."""
 
@@ -155,6 +170,7 @@ class Policy(_Section):
     preflight: PreflightPolicy = PreflightPolicy()
     serving: ServingPolicy = ServingPolicy()
     review: ReviewPolicy = ReviewPolicy()
+    github: GitHubPolicy = GitHubPolicy()
 
 
 class Account(BaseModel):
