@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
+from relay_review.settings import parse_toml, validate_policy_data
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -41,6 +42,9 @@ ASSOCIATIONS = frozenset(
 _TRUE = {"true", "yes", "on", "1"}
 _FALSE = {"false", "no", "off", "0"}
 _REPO = re.compile(r"^[A-Za-z0-9-]+/[A-Za-z0-9._-]+$")
+_REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+/@-]*$")
+#: How errors in the ``policy`` input name it (the same source name ``relay-review run`` uses).
+INLINE_POLICY = "input `policy`"
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\[bot\])?$")
 _SPLIT = re.compile(r"[,\n]")
 
@@ -102,6 +106,18 @@ def _text(value: str) -> str:
     return value
 
 
+def _token(value: str) -> str:
+    if any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError("is not allowed; use one token without spaces or line breaks")
+    return value
+
+
+def _policy(value: str) -> str:
+    """The inline policy, checked on its own before any request (errors name the input)."""
+    validate_policy_data(parse_toml(value, INLINE_POLICY), INLINE_POLICY)
+    return value
+
+
 def _whole(minimum: int) -> Callable[[str], int]:
     def parse(value: str) -> int:
         if not re.fullmatch(r"[+]?\d+", value):
@@ -144,14 +160,26 @@ def _bool(value: str) -> bool:
 
 
 def _repo(value: str) -> str:
-    if not _REPO.fullmatch(value):
+    if not _REPO.fullmatch(value) or value.split("/")[1] in (".", ".."):
         raise ValueError("is not allowed; use owner/repo")
     return value
 
 
 def _ref(value: str) -> str:
-    if any(c.isspace() for c in value) or ".." in value or value.startswith("-"):
-        raise ValueError("is not allowed; use a branch, tag or commit SHA")
+    """A branch, tag or SHA: git's ref rules, and no character a shell would act on.
+
+    relay-review never hands a ref to a shell (refs go to the API in URL paths, escaped), but a
+    ref like ``main;curl x|sh`` is a mistake or an attack either way: refuse it by name.
+    """
+    if (
+        len(value) > 255
+        or not _REF.fullmatch(value)
+        or any(bad in value for bad in ("..", "//", "/.", "@{"))
+        or value.endswith((".lock", "/", "."))
+    ):
+        raise ValueError(
+            "is not allowed; use a branch, tag or commit SHA (letters, digits and . _ - + / @)"
+        )
     return value
 
 
@@ -165,7 +193,14 @@ def _path(value: str) -> str:
 
 
 def _globs(value: str) -> tuple[str, ...]:
-    return tuple(item.strip() for item in _SPLIT.split(value) if item.strip())
+    globs = tuple(item.strip() for item in _SPLIT.split(value) if item.strip())
+    for glob in globs:
+        if len(glob) > 500 or not glob.isprintable():
+            raise ValueError(
+                f"has a pattern that is not allowed ({glob[:40]!r}); use printable glob "
+                "patterns of at most 500 characters, separated by commas or new lines"
+            )
+    return globs
 
 
 def _associations(value: str) -> frozenset[str]:
@@ -189,8 +224,8 @@ def _login(value: str) -> str:
 
 #: input name -> (model field, parser). Order = the order errors are reported in.
 PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
-    "github-token": ("github_token", _text),
-    "policy": ("policy", _text),
+    "github-token": ("github_token", _token),
+    "policy": ("policy", _policy),
     "orchestrator-repo": ("orchestrator_repo", _repo),
     "orchestrator-ref": ("orchestrator_ref", _ref),
     "orchestrator-path": ("orchestrator_path", _path),
@@ -231,6 +266,8 @@ def read_action_inputs(env: Mapping[str, str]) -> ActionInputs:
             continue
         try:
             values[field] = parse(raw)
+        except UsageError:
+            raise  # already names the input (the inline policy)
         except ValueError as exc:
             raise UsageError(f"input `{name}`: {_show(name, raw)} {exc}") from None
     if "github_token" not in values:
