@@ -257,10 +257,12 @@ def run_action(
     files: list[dict[str, Any]] | None = None,
     env_extra: dict[str, str] | None = None,
     timeout: float = 120,
+    wrapper: list[str] | None = None,
 ) -> Run:
     """Start ``relay-review run`` like the runner does and collect everything it left.
 
-    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys.
+    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys;
+    ``wrapper`` is a command prefix (e.g. one that measures the run's peak memory).
     """
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
@@ -289,7 +291,7 @@ def run_action(
         env[f"INPUT_{name.upper()}"] = value
     env.update(env_extra or {})
     proc = subprocess.run(
-        [sys.executable, "-m", "relay_review", "run"],
+        [*(wrapper or []), sys.executable, "-m", "relay_review", "run"],
         env=env,
         cwd=workspace,
         capture_output=True,
