@@ -20,7 +20,13 @@ The proxy exists for what Prism and PyGithub cannot do on their own:
   the request), any call outside the derived spec, or any Prism error, unless expected;
 * fold the contents API's multi-segment ``{path}`` into one segment (``a/b`` -> ``a%2Fb``):
   OpenAPI path parameters are one segment, so Prism cannot route ``contents/.github/x.toml``;
-* ``mock.stub(...)`` answers a request itself (e.g. a 502), without Prism, for transport tests.
+* ``mock.stub(...)`` answers a request itself (e.g. a 502), without Prism, for transport tests;
+* ``mock.comments_overlay(head)`` keeps **state** for issue comments (list, create, edit,
+  delete) and the pull request's head SHA: each such request still goes through Prism (so it
+  is validated against the spec), but the answer comes from memory, shaped from Prism's own
+  example for that operation. It can inject faults that still take effect (a 502 after the
+  comment was created), and run hooks per request (barriers, a head that moves) so races
+  between concurrent runs can be forced. See :class:`CommentsOverlay`.
 
 Requires ``npm ci`` in ``tools/test`` (the session start runs it when the tools are missing and
 npm exists). Without them the fixture skips, except under ``CI=true`` where it fails.
@@ -29,6 +35,8 @@ npm exists). Without them the fixture skips, except under ``CI=true`` where it f
 from __future__ import annotations
 
 import contextlib
+import copy
+import datetime
 import http.client
 import importlib.util
 import json
@@ -170,6 +178,10 @@ class MockGitHub:
         self.exchanges: list[Exchange] = []
         self._rules: list[_Rule] = []
         self._lock = threading.Lock()
+        #: The stateful comments overlay, when a test turned it on.
+        self.overlay: CommentsOverlay | None = None
+        #: Bumped by :meth:`reset`: a late answer (a ``delay``) is not logged into the next test.
+        self.generation = 0
 
     # --- per-test configuration ---------------------------------------------------------------
 
@@ -212,6 +224,16 @@ class MockGitHub:
         with self._lock:
             self._rules.clear()
             self.exchanges.clear()
+            self.overlay = None
+            self.generation += 1
+
+    def comments_overlay(self, head_sha: str) -> CommentsOverlay:
+        """Turn on the stateful overlay (see :class:`CommentsOverlay`); ``head_sha`` is the
+        pull request's head until a test moves it. Stubs still take precedence."""
+        overlay = CommentsOverlay(self.url, head_sha)
+        with self._lock:
+            self.overlay = overlay
+        return overlay
 
     def client(self, token: str = "test-token", **kwargs: Any) -> Any:  # noqa: S107
         """A PyGithub client for the mock: no pacing, no backoff, short timeout."""
@@ -258,9 +280,286 @@ class MockGitHub:
                     return rule
         return None
 
-    def _record(self, exchange: Exchange) -> None:
+    def _record(self, exchange: Exchange, generation: int | None = None) -> None:
         with self._lock:
-            self.exchanges.append(exchange)
+            if generation is None or generation == self.generation:
+                self.exchanges.append(exchange)
+
+
+# --- the stateful overlay: issue comments and the pull request's head ---------------------------
+
+_ISSUE_COMMENTS = re.compile(r"^/repos/([^/]+/[^/]+)/issues/(\d+)/comments$")
+_ISSUE_COMMENT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
+_PULL = re.compile(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$")
+#: The author of every comment made with a workflow's ``GITHUB_TOKEN``.
+BOT_LOGIN = "github-actions[bot]"
+
+
+@dataclass
+class OverlayOp:
+    """One request the overlay answers, as hooks see it."""
+
+    #: ``list``, ``create``, ``get``, ``edit``, ``delete`` (issue comments) or ``head``
+    #: (``GET /pulls/{n}``).
+    kind: str
+    #: The request's token (``Authorization: token <t>``): tells concurrent runs apart.
+    token: str
+    repo: str
+    number: int | None
+    comment_id: int | None
+    exchange: Exchange
+    #: For ``head``: the SHA answered (set before the ``after`` hooks run).
+    head: str | None = None
+    #: The status answered (set before the ``after`` hooks run).
+    status: int = 0
+    #: When the proxy received it (:func:`time.monotonic`).
+    at: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class _Fault:
+    kind: str
+    status: int | None
+    body: Any
+    headers: dict[str, str] | Callable[[], dict[str, str]]
+    delay: float
+    apply: bool
+    times: int | None
+    token: str | None
+
+    def matches(self, op: OverlayOp) -> bool:
+        return (
+            self.kind == op.kind
+            and self.times != 0
+            and (self.token is None or self.token == op.token)
+        )
+
+
+@dataclass
+class StoredComment:
+    """An issue comment held by the overlay."""
+
+    id: int
+    repo: str
+    number: int
+    body: str
+    login: str
+    created_at: str
+    updated_at: str
+
+
+def _now() -> str:
+    return datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+
+
+def _token(headers: dict[str, str]) -> str:
+    value = next((v for k, v in headers.items() if k.lower() == "authorization"), "")
+    return value.split()[-1] if value.split() else ""
+
+
+class CommentsOverlay:
+    """Issue comments and pull-request heads kept in memory, over Prism.
+
+    Every request still goes to Prism first: a request that breaks GitHub's spec (or that a
+    ``prefer`` rule turns into an error) is answered by Prism unchanged and the state is left
+    alone. A 2xx from Prism is replaced by the answer from memory, built from Prism's own
+    example for that operation (only ids, URLs, body, author and times changed), so PyGithub
+    parses the same shapes as from GitHub.
+
+    * ``list``/``create``/``get``/``edit``/``delete`` of issue comments (ascending ids, as
+      GitHub lists them; 404 for a comment that is gone) and ``head`` (``GET /pulls/{n}``
+      answers ``head.sha`` = :attr:`head`);
+    * a comment's author is ``logins[token]`` (default ``github-actions[bot]``);
+    * :meth:`fault` answers an error *after* (``apply=True``) or instead of the state change,
+      optionally late (``delay``: a client timeout while the write still lands);
+    * ``before``/``after`` hooks run per request in the proxy's handler thread (they may block,
+      e.g. on a :class:`threading.Barrier`; give every wait a timeout).
+    """
+
+    def __init__(self, base_url: str, head_sha: str) -> None:
+        self.base_url = base_url.rstrip("/")
+        self.head = head_sha
+        self.logins: dict[str, str] = {}
+        self.before: list[Callable[[OverlayOp], None]] = []
+        self.after: list[Callable[[OverlayOp], None]] = []
+        #: Every operation answered, in order.
+        self.ops: list[OverlayOp] = []
+        self._comments: dict[int, StoredComment] = {}
+        self._faults: list[_Fault] = []
+        self._next_id = 1000
+        self._lock = threading.Lock()
+
+    # --- configuration and inspection -----------------------------------------------------------
+
+    def seed(self, repo: str, number: int, body: str, login: str = BOT_LOGIN) -> int:
+        """Add an existing comment; returns its id."""
+        with self._lock:
+            return self._add(repo, number, body, login).id
+
+    def fault(
+        self,
+        kind: str,
+        status: int | None = None,
+        body: Any = None,
+        headers: dict[str, str] | Callable[[], dict[str, str]] | None = None,
+        *,
+        delay: float = 0.0,
+        apply: bool = False,
+        times: int | None = 1,
+        token: str | None = None,
+    ) -> None:
+        """Answer the next ``times`` ``kind`` operations with ``status`` and JSON ``body``
+        (``status=None``: the normal answer, e.g. only late).
+
+        ``apply``: the operation still takes effect (the worst case of a 5xx on a write).
+        ``delay``: seconds before answering (a client with a shorter timeout gives up while the
+        write has landed). ``token``: only that run's requests. ``headers`` may be a callable,
+        evaluated when answering (e.g. an ``x-ratelimit-reset`` relative to that moment).
+        """
+        with self._lock:
+            self._faults.append(
+                _Fault(kind, status, body, headers or {}, delay, apply, times, token)
+            )
+
+    def comments(self, repo: str | None = None, number: int | None = None) -> list[StoredComment]:
+        """The comments now held, oldest first."""
+        with self._lock:
+            found = sorted(self._comments.values(), key=lambda c: c.id)
+        return [
+            c
+            for c in found
+            if (repo is None or c.repo == repo) and (number is None or c.number == number)
+        ]
+
+    def kinds(self, token: str | None = None) -> list[str]:
+        """The operations answered so far (``token``: one run's only)."""
+        with self._lock:
+            return [op.kind for op in self.ops if token is None or op.token == token]
+
+    # --- answering ------------------------------------------------------------------------------
+
+    def _add(self, repo: str, number: int, body: str, login: str) -> StoredComment:
+        self._next_id += 1
+        now = _now()
+        comment = StoredComment(self._next_id, repo, number, body, login, now, now)
+        self._comments[comment.id] = comment
+        return comment
+
+    def classify(self, exchange: Exchange) -> OverlayOp | None:
+        """The overlay operation for ``exchange``, or ``None`` when the overlay leaves it alone."""
+        token = _token(exchange.headers)
+        method, path = exchange.method, exchange.path
+        if m := _ISSUE_COMMENTS.match(path):
+            kind = {"GET": "list", "POST": "create"}.get(method)
+            if kind:
+                return OverlayOp(kind, token, m.group(1), int(m.group(2)), None, exchange)
+        elif m := _ISSUE_COMMENT.match(path):
+            kind = {"GET": "get", "PATCH": "edit", "DELETE": "delete"}.get(method)
+            if kind:
+                return OverlayOp(kind, token, m.group(1), None, int(m.group(2)), exchange)
+        elif (m := _PULL.match(path)) and method == "GET":
+            return OverlayOp("head", token, m.group(1), int(m.group(2)), None, exchange)
+        return None
+
+    def answer(self, exchange: Exchange) -> None:
+        """Replace Prism's 2xx answer to ``exchange`` with one from memory (see the class)."""
+        op = self.classify(exchange)
+        if op is None or not 200 <= exchange.status < 300 or exchange.request_violations:
+            return
+        for hook in list(self.before):
+            hook(op)
+        template = exchange.json
+        with self._lock:
+            fault = next((f for f in self._faults if f.matches(op)), None)
+            if fault is not None and fault.times is not None:
+                fault.times -= 1
+            status, answer = 200, None
+            if fault is None or fault.apply:
+                status, answer = self._apply(op, template)
+            self.ops.append(op)
+        if fault is not None and fault.status is not None:
+            status = fault.status
+            answer = fault.body if fault.body is not None else {"message": "Server Error"}
+        if fault is not None and fault.delay:
+            time.sleep(fault.delay)
+        payload = b"" if answer is None else json.dumps(answer).encode()
+        headers = {
+            k: v
+            for k, v in exchange.response_headers.items()
+            if k in ("sl-violations", "x-github-media-type")
+        }
+        headers["content-type"] = "application/json; charset=utf-8"
+        if fault is not None:
+            extra = fault.headers() if callable(fault.headers) else fault.headers
+            headers.update({k.lower(): v for k, v in extra.items()})
+        exchange.status, exchange.response_body = status, payload
+        exchange.response_headers = headers
+        op.status = status
+        for hook in list(self.after):
+            hook(op)
+
+    def _apply(self, op: OverlayOp, template: Any) -> tuple[int, Any]:
+        """Do ``op`` on the state (lock held); returns ``(status, JSON answer)``."""
+        body = op.exchange.body if isinstance(op.exchange.body, dict) else {}
+        if op.kind == "head":
+            answer = copy.deepcopy(template)
+            answer["head"]["sha"] = op.head = self.head
+            return 200, answer
+        if op.kind == "list":
+            assert op.number is not None
+            shape = template[0] if isinstance(template, list) and template else {}
+            found = sorted(
+                (c for c in self._comments.values() if (c.repo, c.number) == (op.repo, op.number)),
+                key=lambda c: c.id,
+            )
+            return 200, [self._render(c, shape) for c in found]
+        if op.kind == "create":
+            assert op.number is not None
+            login = self.logins.get(op.token, BOT_LOGIN)
+            made = self._add(op.repo, op.number, str(body.get("body", "")), login)
+            op.comment_id = made.id
+            return 201, self._render(made, template)
+        comment = self._comments.get(op.comment_id or 0)
+        if comment is None:
+            return 404, {
+                "message": "Not Found",
+                "documentation_url": "https://docs.github.com/rest",
+                "status": "404",
+            }
+        if op.kind == "edit":
+            comment.body, comment.updated_at = str(body.get("body", "")), _now()
+        elif op.kind == "delete":
+            del self._comments[comment.id]
+            return 204, None
+        return 200, self._render(comment, template)
+
+    def _render(self, comment: StoredComment, template: Any) -> dict[str, Any]:
+        value = copy.deepcopy(template) if isinstance(template, dict) else {}
+        user = copy.deepcopy(value.get("user") or {})
+        in_url = comment.login.replace("[", "%5B").replace("]", "%5D")
+        for key, field_value in list(user.items()):
+            if isinstance(field_value, str):
+                user[key] = field_value.replace("/octocat", "/" + in_url)
+        bot = comment.login.endswith("[bot]")
+        user.update(
+            login=comment.login,
+            id=41898282 if comment.login == BOT_LOGIN else 1000 + len(comment.login),
+            type="Bot" if bot else "User",
+        )
+        value.update(
+            id=comment.id,
+            node_id=f"IC_overlay_{comment.id}",
+            url=f"{self.base_url}/repos/{comment.repo}/issues/comments/{comment.id}",
+            html_url=f"https://github.com/{comment.repo}/pull/{comment.number}"
+            f"#issuecomment-{comment.id}",
+            issue_url=f"{self.base_url}/repos/{comment.repo}/issues/{comment.number}",
+            body=comment.body,
+            user=user,
+            created_at=comment.created_at,
+            updated_at=comment.updated_at,
+            author_association="NONE",
+        )
+        return value
 
 
 def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
@@ -273,6 +572,7 @@ def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
         def _handle(self) -> None:
             mock: MockGitHub = mock_ref["mock"]
             upstream: tuple[str, int] = mock_ref["upstream"]
+            generation = mock.generation
             length = int(self.headers.get("Content-Length") or 0)
             raw = self.rfile.read(length) if length else b""
             path, _, query = self.path.partition("?")
@@ -319,7 +619,10 @@ def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
                     exchange.response_headers = {k.lower(): v for k, v in response.getheaders()}
                 finally:
                     conn.close()
-            mock._record(exchange)
+                overlay = mock.overlay
+                if overlay is not None:
+                    overlay.answer(exchange)
+            mock._record(exchange, generation)
             self.send_response(exchange.status)
             for key, value in exchange.response_headers.items():
                 if key not in _HOP_BY_HOP and key != "content-length":
@@ -350,11 +653,21 @@ def derive_module() -> ModuleType:
     return module
 
 
+#: Operations the tests call beyond ``derive_spec.OPERATIONS`` (merged in before deriving):
+#: ``IssueComment.delete()``, used when two runs' sticky comments converge.
+EXTRA_OPERATIONS: dict[str, tuple[str, ...]] = {
+    "/repos/{owner}/{repo}/issues/comments/{comment_id}": ("delete",),
+}
+
+
 def derived_spec(base_url: str, port: int) -> Path:
     """The derived spec for ``base_url``, regenerated only when its inputs changed."""
-    derive = derive_module()
+    derive = derive_module()  # a fresh module object: extending its table touches nothing else
+    for path, methods in EXTRA_OPERATIONS.items():
+        have = tuple(derive.OPERATIONS.get(path, ()))
+        derive.OPERATIONS[path] = have + tuple(m for m in methods if m not in have)
     out = GENERATED / f"github-{port}.json"
-    inputs = (derive.SOURCE, TOOLS / "derive_spec.py")
+    inputs = (derive.SOURCE, TOOLS / "derive_spec.py", Path(__file__))
     if out.exists() and all(out.stat().st_mtime >= p.stat().st_mtime for p in inputs):
         return out
     return derive.derive(derive.SOURCE, out, base_url)

@@ -10,24 +10,34 @@ examples are added by ``tools/test/derive_spec.py``) and check through the recor
 
 from __future__ import annotations
 
+import email.utils
 import io
 import json
 import re
 from pathlib import Path
 
 import pytest
+import requests
 from github import GithubException
 
 from github_mock import TOOLS, MockGitHub, derive_module, webhook_examples
 from relay_review.github import actions
-from relay_review.github.client import make_retry
+from relay_review.github.client import (
+    DEFAULT_RATE_LIMIT_WAIT,
+    WaitBudget,
+    make_retry,
+    rate_limit_wait,
+)
 from relay_review.github.comment import (
     DEFAULT_AUTHOR,
     MARKER,
     MAX_BODY_CHARS,
     find_sticky,
+    head_line,
+    head_of,
     resolve_author,
     upsert_sticky,
+    with_marker,
 )
 from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
 from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event, parse_event
@@ -243,6 +253,57 @@ def test_retry_never_repeats_writes() -> None:
     assert not retry.respect_retry_after_header
 
 
+SECONDARY = "You have exceeded a secondary rate limit. Please wait a few minutes and try again."
+NOW = 1_800_000_000.0
+
+
+@pytest.mark.parametrize(
+    ("status", "message", "headers", "wait"),
+    [
+        (403, "Resource not accessible by integration", {}, None),  # a read-only token
+        # GitHub sends x-ratelimit-* on every answer: quota left means permissions, not a limit
+        (403, "Resource not accessible by integration", {"X-RateLimit-Remaining": "42"}, None),
+        (403, SECONDARY, {"Retry-After": "30"}, 30.0),
+        (403, SECONDARY, {}, DEFAULT_RATE_LIMIT_WAIT),  # no hint: GitHub says wait a minute
+        (403, "API rate limit exceeded for installation ID 1.", {}, DEFAULT_RATE_LIMIT_WAIT),
+        (403, "x", {"x-ratelimit-remaining": "0", "x-ratelimit-reset": str(int(NOW) + 42)}, 42.0),
+        (429, "Too Many Requests", {}, DEFAULT_RATE_LIMIT_WAIT),
+        (429, "", {"retry-after": email.utils.formatdate(NOW + 7, usegmt=True)}, 7.0),
+        (502, "Server Error", {"retry-after": "5"}, None),
+        (404, "Not Found", {}, None),
+    ],
+)
+def test_rate_limit_wait(
+    status: int, message: str, headers: dict[str, str], wait: float | None
+) -> None:
+    from github.Requester import Requester
+
+    exc = Requester.createException(status, headers, {"message": message})  # as PyGithub raises
+    assert rate_limit_wait(exc, now=NOW) == wait
+
+
+def test_wait_budget_respects_cap_and_deadline() -> None:
+    import time
+
+    assert WaitBudget(max_wait=5).allows(5) and not WaitBudget(max_wait=5).allows(5.1)
+    soon = WaitBudget(max_wait=60, deadline=time.monotonic() + 10, reserve=2)
+    assert soon.allows(7) and not soon.allows(9)  # 9 s + a 2 s request would pass the deadline
+    assert "the run's deadline leaves" in soon.describe(9)
+    assert "more than github.max_wait (60 s)" in soon.describe(61)
+
+
+def test_head_line_sits_under_the_marker() -> None:
+    sha = "A" * 40
+    body = with_marker("## relay-review\nverdict", head_sha=sha)
+    assert body.split("\n")[:3] == [MARKER, head_line(sha), "## relay-review"]
+    assert head_line(sha) == f"<!-- relay-review:head {'a' * 40} -->"
+    assert head_of(body) == "a" * 40
+    assert with_marker(body, head_sha=sha) == body  # idempotent
+    assert with_marker("x", head_sha="not a sha") == f"{MARKER}\nx"
+    # only the second line counts: a head line quoted further down (e.g. from the PR) is ignored
+    assert head_of(f"{MARKER}\ntext\n{head_line(sha)}") is None
+
+
 def test_marker_matches_the_derived_spec() -> None:
     assert derive_module().STICKY_MARKER == MARKER
 
@@ -454,6 +515,7 @@ def test_sticky_created_when_absent(github_mock: MockGitHub) -> None:
     assert [(c.method, c.path) for c in github_mock.calls()] == [
         ("GET", f"/repos/{REPO}/issues/7/comments"),
         ("POST", f"/repos/{REPO}/issues/7/comments"),
+        ("GET", f"/repos/{REPO}/issues/7/comments"),  # one re-list: did another run race us?
     ]
     assert github_mock.calls("POST")[0].body == {"body": f"{MARKER}\n## relay-review\nverdict"}
 
@@ -495,7 +557,8 @@ def test_failed_post_relists_before_posting_again(github_mock: MockGitHub) -> No
     github_mock.stub("POST", "/issues/7/comments$", 502, {"message": "Server Error"})
     repo = github_mock.client(retries=2).get_repo(REPO)
     result = upsert_sticky(repo, 7, "verdict")
-    assert (result.action, result.comment_id) == ("created", 3)
+    # Prism's listed sticky does not hold our body: it is edited, not counted as our creation
+    assert (result.action, result.comment_id) == ("updated", 3)
     assert [c.method for c in github_mock.calls()] == ["GET", "POST", "GET", "PATCH"]
 
 
@@ -503,7 +566,7 @@ def test_failed_post_then_nothing_listed_posts_once_more(github_mock: MockGitHub
     github_mock.stub("POST", "/issues/7/comments$", 502, {"message": "Server Error"})
     repo = github_mock.client().get_repo(REPO)
     assert upsert_sticky(repo, 7, "verdict").action == "created"
-    assert [c.method for c in github_mock.calls()] == ["GET", "POST", "GET", "POST"]
+    assert [c.method for c in github_mock.calls()] == ["GET", "POST", "GET", "POST", "GET"]
 
 
 def test_read_only_token_on_comment(github_mock: MockGitHub) -> None:
@@ -610,3 +673,24 @@ def test_mock_flags_requests_that_break_the_spec(github_mock: MockGitHub) -> Non
 def test_npm_lock_pins_prism() -> None:
     lock = json.loads((TOOLS / "package-lock.json").read_text())
     assert lock["packages"]["node_modules/@stoplight/prism-cli"]["version"] == "5.14.2"
+
+
+def test_comments_overlay_keeps_state_and_prism_validation(github_mock: MockGitHub) -> None:
+    overlay = github_mock.comments_overlay(OTHER_SHA)
+    repo = github_mock.client().get_repo(REPO)
+    assert head_sha(repo, 7) == OTHER_SHA  # the head comes from the overlay, not the example
+    first = upsert_sticky(repo, 7, "one", head_sha=OTHER_SHA)
+    assert first.action == "created"
+    (stored,) = overlay.comments(REPO, 7)
+    assert stored.id == first.comment_id and stored.body.endswith("\none")
+    assert upsert_sticky(repo, 7, "two", head_sha=OTHER_SHA).action == "updated"
+    assert [c.body.split("\n")[-1] for c in overlay.comments(REPO, 7)] == ["two"]
+    assert overlay.kinds() == ["head", "list", "create", "list", "list", "edit"]
+    # a request that breaks GitHub's spec is answered by Prism (422) and changes nothing
+    url = f"{github_mock.url}/repos/{REPO}/issues/comments/{stored.id}"
+    answer = requests.patch(url, json={"body": 5}, headers={"Authorization": "token t"}, timeout=10)
+    assert answer.status_code == 422
+    assert overlay.comments(REPO, 7)[0].body.endswith("\ntwo")
+    problems = github_mock.problems()
+    assert len(problems) == 1 and "request breaks GitHub's spec" in problems[0]
+    github_mock.reset()  # the 422 was on purpose

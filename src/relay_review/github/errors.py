@@ -19,3 +19,13 @@ class PolicyRefError(GitHubEdgeError):
 
 class EventError(RelayReviewError):
     """The event payload at ``GITHUB_EVENT_PATH`` is missing or malformed."""
+
+
+class GitHubRateLimited(GitHubEdgeError):
+    """GitHub's rate limit (403/429 with ``retry-after``, ``x-ratelimit-*`` or a "secondary rate
+    limit" message) asked for a wait that does not fit the run: nothing more was tried."""
+
+    def __init__(self, message: str, *, status: int | None = None, retry_after: float) -> None:
+        super().__init__(message, status=status)
+        #: Seconds GitHub asked us to wait.
+        self.retry_after = retry_after
