@@ -8,6 +8,9 @@ Prism answers from GitHub's static examples: ``GET /pulls/{n}`` always says the 
 run), and the issue-comments listing is chosen with ``Prefer`` (``relay-forged``,
 ``relay-sticky``). The PR's files and the policy files are stubbed with realistic bodies (Prism's
 examples carry no usable patch, and its policy example is not a policy of this project's format).
+Where GitHub's *state* matters (no duplicate comment, a head that moves, two runs racing), tests
+turn on ``mock.comments_overlay(head)``; :func:`start_action` starts a run without waiting, so
+two can run at once (give each its own root and token, e.g. :data:`TOKEN_B`).
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import json
 import os
 import subprocess
 import sys
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +37,8 @@ POLICY_REPO = "octo-org/relay-policy"
 POLICY_PATH = ".github/relay-review.toml"
 
 TOKEN = "ghs_FAKEtokenNeverLogged0123456789abcdef"
+#: A second run's token (concurrent runs are told apart by their token).
+TOKEN_B = "ghs_FAKEtokenOfRunB0123456789abcdef0123"
 KEY_ENV = "FAKE_FLEET_API_KEY"
 FLEET_KEY = "sk-fake-fleet-key-0123456789abcdef"
 UNUSED_KEY = "sk-fake-unused-key-fedcba9876543210"
@@ -214,6 +220,10 @@ class Run:
     summary: str
     report: dict[str, Any] | None
     root: Path
+    #: Peak resident memory of the action process (``measure_memory=True``), in MB.
+    peak_rss_mb: float | None = None
+    #: Wall time from start to exit, in seconds.
+    wall_s: float = 0.0
 
     def files_text(self) -> str:
         """Every file the run left under its root (workspace, outputs, summary, temp)."""
@@ -247,7 +257,50 @@ def pr_payload(index: int = 0, **changes: Any) -> dict[str, Any]:
     return payload
 
 
-def run_action(
+PEAK_RSS_FILE = "peak-rss-kib"
+#: The measuring parent: runs argv[2:], writes its children's peak RSS (KiB) to argv[1].
+_PEAK_RSS = (
+    "import resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]); "
+    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
+    "sys.exit(rc)"
+)
+
+
+@dataclass
+class ActionProcess:
+    """A ``relay-review run`` started by :func:`start_action`; :meth:`wait` collects it."""
+
+    proc: subprocess.Popen[str]
+    root: Path
+    started: float = field(default_factory=time.monotonic)
+
+    def wait(self, timeout: float = 120) -> Run:
+        """Wait for the run (killed after ``timeout`` s, then TimeoutExpired) and collect it."""
+        try:
+            stdout, stderr = self.proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+            self.proc.communicate()
+            raise
+        wall = time.monotonic() - self.started
+        output = self.root / "output.txt"
+        summary = self.root / "summary.md"
+        report_path = self.root / "workspace" / "relay-review-report.json"
+        peak = self.root / PEAK_RSS_FILE
+        return Run(
+            code=self.proc.returncode,
+            stdout=stdout,
+            stderr=stderr,
+            outputs=parse_outputs(output.read_text()) if output.exists() else {},
+            summary=summary.read_text() if summary.exists() else "",
+            report=json.loads(report_path.read_text()) if report_path.exists() else None,
+            root=self.root,
+            peak_rss_mb=int(peak.read_text()) / 1024 if peak.exists() else None,
+            wall_s=wall,
+        )
+
+
+def start_action(
     root: Path,
     mock: MockGitHub,
     inputs: dict[str, str] | None = None,
@@ -256,13 +309,15 @@ def run_action(
     event_name: str = "pull_request_target",
     files: list[dict[str, Any]] | None = None,
     env_extra: dict[str, str] | None = None,
-    timeout: float = 120,
-    wrapper: list[str] | None = None,
-) -> Run:
-    """Start ``relay-review run`` like the runner does and collect everything it left.
+    measure_memory: bool = False,
+) -> ActionProcess:
+    """Start ``relay-review run`` like the runner does, without waiting (for concurrent runs:
+    give each its own ``root`` and, to tell them apart on the mock, its own ``github-token``).
 
-    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys;
-    ``wrapper`` is a command prefix (e.g. one that measures the run's peak memory).
+    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys.
+    ``measure_memory`` starts the action under a small Python parent that records the action's
+    peak RSS (``ru_maxrss`` of its one child; it includes only that parent's small pre-``exec``
+    image) into ``Run.peak_rss_mb``.
     """
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
@@ -290,27 +345,48 @@ def run_action(
     for name, value in {**ACTION_DEFAULTS, **(inputs or {})}.items():
         env[f"INPUT_{name.upper()}"] = value
     env.update(env_extra or {})
-    proc = subprocess.run(
-        [*(wrapper or []), sys.executable, "-m", "relay_review", "run"],
+    command = [sys.executable, "-m", "relay_review", "run"]
+    if measure_memory:
+        command = [sys.executable, "-c", _PEAK_RSS, str(root / PEAK_RSS_FILE), *command]
+    proc = subprocess.Popen(
+        command,
         env=env,
         cwd=workspace,
-        capture_output=True,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
         text=True,
-        timeout=timeout,
-        check=False,
     )
-    output = root / "output.txt"
-    summary = root / "summary.md"
-    report_path = workspace / "relay-review-report.json"
-    return Run(
-        code=proc.returncode,
-        stdout=proc.stdout,
-        stderr=proc.stderr,
-        outputs=parse_outputs(output.read_text()) if output.exists() else {},
-        summary=summary.read_text() if summary.exists() else "",
-        report=json.loads(report_path.read_text()) if report_path.exists() else None,
-        root=root,
+    return ActionProcess(proc, root)
+
+
+def run_action(
+    root: Path,
+    mock: MockGitHub,
+    inputs: dict[str, str] | None = None,
+    *,
+    payload: dict[str, Any] | None = None,
+    event_name: str = "pull_request_target",
+    files: list[dict[str, Any]] | None = None,
+    env_extra: dict[str, str] | None = None,
+    timeout: float = 120,
+    measure_memory: bool = False,
+) -> Run:
+    """Start ``relay-review run`` like the runner does and collect everything it left.
+
+    ``env_extra`` and ``measure_memory``: see :func:`start_action`.
+    """
+    process = start_action(
+        root,
+        mock,
+        inputs,
+        payload=payload,
+        event_name=event_name,
+        files=files,
+        env_extra=env_extra,
+        measure_memory=measure_memory,
     )
+    return process.wait(timeout)
 
 
 def posted_bodies(mock: MockGitHub) -> list[str]:

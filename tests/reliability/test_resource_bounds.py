@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import importlib.util
 import json
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from types import ModuleType
@@ -29,12 +28,6 @@ ROOT_DIR = Path(__file__).resolve().parents[2]
 BUDGET_MB = 512
 DEADLINE_S = 90
 PER_PAGE = 100
-#: Runs the action as a child and writes the child's peak RSS (KiB) to the file in argv[1].
-PEAK_RSS = (
-    "import resource, subprocess, sys; rc = subprocess.call(sys.argv[2:]); "
-    "open(sys.argv[1], 'w').write(str(resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss)); "
-    "sys.exit(rc)"
-)
 
 
 def bench_module() -> ModuleType:
@@ -91,17 +84,17 @@ def test_3000_files_20_mb_within_memory_budget_and_deadline(
         f"deadline = {DEADLINE_S}\n"
     )
     policy = policy_toml(reviewers, "alpha", "beta", head=head)
-    rss_file = tmp_path / "peak-rss-kib"
     run = run_action(
         tmp_path / "run",
         github_mock,
         {"policy": policy},
         env_extra={"FAKE_FLEET_API_KEY": "sk-scale-alpha-0123456789"},
-        wrapper=[sys.executable, "-c", PEAK_RSS, str(rss_file)],
+        measure_memory=True,
         timeout=DEADLINE_S + 120,
     )
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
-    peak_mb = int(rss_file.read_text()) / 1024
+    peak_mb = run.peak_rss_mb
+    assert peak_mb is not None and peak_mb > 30, "the action process was not measured"
     print(f"\n3,000 files / 20 MB: peak RSS {peak_mb:.0f} MB, {run.report['run_elapsed_s']} s")
 
     # every page was read, once

@@ -8,17 +8,22 @@ Exit codes:
 
 ====  =========================================================================================
 0     a verdict was published and ``fail-on`` did not trigger; nothing to do (not a pull request
-      event, closed, draft, author not allowed); the head moved during the run (a newer run owns
-      the comment); no verdict with ``on-unavailable: pass``; read-only token (verdict in the
-      step summary)
+      event, closed, draft, author not allowed); the head moved during the run, or a concurrent
+      run for a newer head owns the comment (nothing posted for the stale head); no verdict with
+      ``on-unavailable: pass``; read-only token (verdict in the step summary)
 1     no verdict with ``on-unavailable: fail``; ``fail-on`` triggered (``request_changes``: the
       decision is request_changes; ``high``: any verified high finding); a runtime failure
       (GitHub unreachable or answering 5xx/401/403 while reading, the comment could not be
-      posted for a reason other than permissions, an internal error)
+      posted for a reason other than permissions, an internal error); GitHub's rate limit asked
+      for a wait longer than ``github.max_wait`` or than the run's deadline leaves (the comment
+      was not posted; the verdict is in the step summary)
 2     bad configuration: an input, the policy (inline, pinned or base), a pinned ref that does
       not exist, is not a file or does not descend from ``orchestrator-min-ref``, or a missing
       or malformed event payload
 ====  =========================================================================================
+
+GitHub calls: the client is rebuilt with the policy's ``github.timeout`` (per request) once the
+policy is known; a rate-limit wait is bounded by ``github.max_wait`` and the run's deadline.
 
 Secrets: the token input and every variable named ``*API_KEY*`` are masked (``::add-mask::``)
 before anything else is written; key variables named by the policy are masked as soon as the
@@ -49,9 +54,20 @@ from relay_review import __version__, pipeline
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.errors import UsageError
 from relay_review.github import actions
-from relay_review.github.client import DEFAULT_API_URL, make_github
-from relay_review.github.comment import MARKER, MAX_BODY_CHARS, resolve_author, upsert_sticky
-from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
+from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
+from relay_review.github.comment import (
+    HEAD_LINE_CHARS,
+    MARKER,
+    MAX_BODY_CHARS,
+    resolve_author,
+    upsert_sticky,
+)
+from relay_review.github.errors import (
+    EventError,
+    GitHubEdgeError,
+    GitHubRateLimited,
+    PolicyRefError,
+)
 from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event
 from relay_review.github.policy_ref import PolicySource, load_pinned_policy, read_base_policy
 from relay_review.github.pr import head_sha, list_files
@@ -161,12 +177,14 @@ def _inline_key_envs(text: str | None) -> list[str]:
 
 
 class _OneLine(logging.Filter):
-    """Flatten CR/LF in log messages so no record can start a line with ``::`` (a command)."""
+    """Flatten CR/LF in log messages so no record can start a line with ``::`` (a command), and
+    break the legacy ``##[name]`` form, which the runner honours anywhere in a line."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        if "\n" in message or "\r" in message:
-            record.msg = message.replace("\r", "\\r").replace("\n", "\\n")
+        cleaned = message.replace("\r", "\\r").replace("\n", "\\n").replace("##[", "#\u200b#[")
+        if cleaned != message:
+            record.msg = cleaned
             record.args = None
         return True
 
@@ -182,8 +200,9 @@ def _log_to_stdout() -> None:
 
 
 def say(text: str) -> None:
-    """A progress line (trusted text; flattened to one line all the same)."""
-    sys.stdout.write(text.replace("\r", " ").replace("\n", " ") + "\n")
+    """A progress line outside any stop-commands block. It may quote provider text (model ids,
+    error messages), so it is made inert: one line the runner cannot take for a command."""
+    sys.stdout.write(actions.inert_line(text) + "\n")
     sys.stdout.flush()
 
 
@@ -247,15 +266,16 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
         inputs = read_action_inputs(env)
         say(f"relay-review {__version__}; inputs read and validated")
     event = _event_stage(env, inputs)
-    gh = make_github(
-        inputs.github_token.get_secret_value(),
-        env.get("GITHUB_API_URL") or DEFAULT_API_URL,
-    )
+    token = inputs.github_token.get_secret_value()
+    api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
+    gh = make_github(token, api_url)  # the policy may come from GitHub: default bounds first
     with actions.group("relay-review: policy"):
         policy, origin = resolve_policy(gh, inputs, event)
         accounts = resolve_accounts(policy, env)
         secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
         say(f"policy: {origin.provenance}")
+        # every later GitHub call is bounded by the policy's own per-request timeout
+        gh = make_github(token, api_url, timeout=policy.github.timeout)
     with actions.group("relay-review: discovery"):
         remaining = policy.serving.deadline - (time.monotonic() - started)
         discovery = _discover(policy, accounts, env, remaining)
@@ -309,7 +329,12 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
         relay_review_version=__version__,
     )
     with actions.group("relay-review: publish"):
-        published = _publish(gh, repo, event, inputs, report, secrets)
+        budget = WaitBudget(
+            max_wait=policy.github.max_wait,
+            deadline=started + policy.serving.deadline,
+            reserve=policy.github.timeout,  # the request after the wait must fit too
+        )
+        published = _publish(gh, repo, event, inputs, report, secrets, budget)
     report["github"] = published.to_json()
     report["run_elapsed_s"] = round(time.monotonic() - started, 3)
     code = _exit_code(report, inputs, published)
@@ -484,17 +509,20 @@ def _discover(
     if remaining < bounds.timeout:
         bounds = bounds.model_copy(update={"timeout": max(remaining, 0.1)})
     result = asyncio.run(discover(accounts, env, bounds))
+    lines = []  # provider error texts are untrusted: logged inside a stop-commands block
     for s in result.accounts:
         if s.status == "ok":
-            say(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")
+            lines.append(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")
         elif s.status == "skipped":
-            say(f"discovery: {s.account} ({s.kind}): skipped ({s.error})")
+            lines.append(f"discovery: {s.account} ({s.kind}): skipped ({s.error})")
         else:
-            say(f"discovery: {s.account} ({s.kind}): error: {s.error}")
+            lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
     named = {s.account for s in result.accounts}
     for error in result.errors:
         if error["account"] not in named:
-            say(f"discovery: {error['account']}: error: {error['error']}")
+            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+    if lines:
+        actions.log_untrusted("\n".join(lines))
     return result
 
 
@@ -528,8 +556,7 @@ def _catalog(
         raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     say(f"discovery report: {out}")
-    for line in catalog_table(catalog).splitlines():
-        say(line)
+    actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
     return catalog
 
 
@@ -561,21 +588,19 @@ def _empty_catalog_why(
 def _log_review(report: Mapping[str, Any]) -> None:
     served = report.get("served_by")
     say(
-        f"decision: {report.get('decision')}; served by "
-        f"{served['agent_id'] if served else 'no route'}; "
+        f"decision: {report.get('decision')}; "
         f"{len(report.get('findings') or [])} verified, "
         f"{len(report.get('unverified') or [])} unverified findings; "
         f"{len(report.get('attempts') or [])} attempts; {report.get('elapsed_s')} s"
     )
-    untrusted = []
+    untrusted = [f"served by: {served['agent_id'] if served else 'no route'}"]
     if report.get("why"):
         untrusted.append(f"why: {report['why']}")
     if report.get("summary"):
         untrusted.append(f"summary: {report['summary']}")
     for f in report.get("findings") or []:
         untrusted.append(f"{f['severity']} {f['path']}:{f['line']} ({f['side']}): {f['message']}")
-    if untrusted:
-        actions.log_untrusted("\n".join(untrusted))
+    actions.log_untrusted("\n".join(untrusted))
 
 
 # --------------------------------------------------------------------------------------------
@@ -588,7 +613,8 @@ class Published:
 
     comment_url: str | None = None
     comment_action: str | None = None
-    #: Why nothing was posted: ``head_moved``, ``read_only`` or ``failed``.
+    #: Why nothing was posted: ``head_moved`` (or a newer head's run owns the comment),
+    #: ``read_only``, ``rate_limited`` or ``failed``.
     not_posted: str | None = None
     detail: str = ""
     current_head: str | None = None
@@ -612,9 +638,11 @@ def _publish(
     inputs: ActionInputs,
     report: dict[str, Any],
     secrets: Secrets,
+    budget: WaitBudget | None = None,
 ) -> Published:
     """Post the sticky comment (and line comments) unless the head moved; never raises for
-    GitHub's answers (the verdict then goes to the step summary)."""
+    GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
+    GitHub rate limit may make us wait before the one retry."""
     published = Published()
     try:
         current = head_sha(repo, event.number)
@@ -633,10 +661,22 @@ def _publish(
         actions.notice(f"relay-review: {published.detail}")
         return published
 
-    body = secrets.redact(comment_markdown(report, marker=MARKER, limit=MAX_BODY_CHARS))
+    # room for the head line that upsert_sticky puts under the marker
+    limit = MAX_BODY_CHARS - HEAD_LINE_CHARS
+    body = secrets.redact(comment_markdown(report, marker=MARKER, limit=limit))
     try:
         author = resolve_author(gh, inputs.comment_author)
-        sticky = upsert_sticky(repo, event.number, body, author=author)
+        sticky = upsert_sticky(
+            repo, event.number, body, author=author, head_sha=event.head_sha, budget=budget
+        )
+    except GitHubRateLimited as exc:
+        published.not_posted = "rate_limited"
+        published.detail = secrets.redact(str(exc))
+        actions.error(
+            f"relay-review: the comment was not posted: {published.detail}. The verdict is in "
+            "the step summary; re-run the job once GitHub's rate limit has passed."
+        )
+        return published
     except GitHubEdgeError as exc:
         published.detail = secrets.redact(str(exc))
         if exc.status in PERMISSION_STATUSES:
@@ -655,11 +695,25 @@ def _publish(
         published.detail = secrets.redact(f"{type(exc).__name__}: {exc}")
         actions.error(f"relay-review: the comment was not posted: {published.detail}")
         return published
+    if sticky.current_head:
+        published.current_head = sticky.current_head
+    if sticky.action == "stale":
+        published.not_posted = "head_moved"
+        published.detail = (
+            f"a run for the newer head {sticky.current_head} owns the sticky comment; posting "
+            f"nothing for the stale head {event.head_sha}"
+        )
+        if sticky.deleted:
+            published.detail += f" (removed the {sticky.deleted} duplicate comment(s) it created)"
+        actions.notice(f"relay-review: {published.detail}")
+        return published
     published.comment_url = sticky.html_url
     published.comment_action = sticky.action
     say(f"sticky comment {sticky.action} (author {sticky.author}): {sticky.html_url}")
     if sticky.duplicates:
         say(f"{sticky.duplicates} older duplicate sticky comments left alone")
+    if sticky.deleted:
+        say(f"{sticky.deleted} duplicate sticky comments from a concurrent run deleted")
 
     findings = report.get("findings") or []
     if inputs.inline_comments and findings:
@@ -716,7 +770,7 @@ def _exit_code(report: Mapping[str, Any], inputs: ActionInputs, published: Publi
     decision = report.get("decision")
     if published.not_posted == "head_moved":
         return EXIT_OK
-    if published.not_posted == "failed":
+    if published.not_posted in ("failed", "rate_limited"):
         return EXIT_FAILED
     if decision == "unavailable":
         return EXIT_FAILED if inputs.on_unavailable == "fail" else EXIT_OK
@@ -737,6 +791,11 @@ def _summary_markdown(report: Mapping[str, Any], published: Published) -> str:
         note = (
             "> **Not posted:** the token cannot comment on the pull request "
             f"({md_text(published.detail)}); this step summary holds the verdict.\n\n"
+        )
+    elif published.not_posted == "rate_limited":
+        note = (
+            f"> **Not posted:** GitHub's rate limit ({md_text(published.detail)}); this step "
+            "summary holds the verdict.\n\n"
         )
     elif published.not_posted == "failed":
         note = f"> **Not posted:** {md_text(published.detail)}\n\n"
