@@ -22,6 +22,7 @@ import requests
 import unidiff
 
 from relay_review.errors import UsageError
+from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import (
     REASON_BINARY,
     REASON_NO_CHANGES,
@@ -465,3 +466,35 @@ def test_lone_cr_and_unicode_separators_stay_in_line() -> None:
     index = DiffIndex.from_diff(diff)
     assert index.line("x", 1) == "a\rb\u2028c"
     assert index.line("x", 2) == "d"
+
+
+def test_api_lone_surrogates_become_replacement_characters() -> None:
+    """The files API is JSON: ``\\udcff`` escapes arrive as lone surrogates, which no prompt,
+    log or comment could encode; they become U+FFFD in file names and lines alike."""
+    entry = {
+        "filename": "caf\udce9.py",
+        "previous_filename": "old\ud800.py",
+        "status": "renamed",
+        "patch": "@@ -1 +1,2 @@\n-x = '\udcff'\n+x = '\ud800\udcfe'\n+y = 1",
+    }
+    index = DiffIndex.from_api_files([entry])
+    assert index.paths == ["caf\ufffd.py"]
+    assert index.file("caf\ufffd.py").old_path == "old\ufffd.py"
+    assert index.line("caf\ufffd.py", 1, "RIGHT") == "x = '\ufffd\ufffd'"
+    assert index.line("caf\ufffd.py", 1, "LEFT") == "x = '\ufffd'"
+    for path, _, _, text in index.locations():
+        (path + text).encode("utf-8")  # never raises
+    assert (
+        DiffIndex.from_diff("--- a/x\n+++ b/x\n@@ -0,0 +1 @@\n+\udcff\n").line("x", 1) == "\ufffd"
+    )
+
+
+def test_megabyte_line_and_invalid_bytes_are_indexed_and_skipped_by_size() -> None:
+    line = b"A" * (1 << 20)
+    diff = b"--- a/min.js\n+++ b/min.js\n@@ -0,0 +1,2 @@\n+" + line + b"\n+caf\xe9 \xff\xfe\n"
+    index = DiffIndex.from_diff(diff)
+    assert len(index.line("min.js", 1)) == 1 << 20
+    assert index.line("min.js", 2) == "caf\ufffd \ufffd\ufffd"
+    plan = plan_chunks(index, 8000)
+    assert not plan.chunks
+    assert plan.files[0].status == "skipped" and "too large" in (plan.files[0].reason or "")

@@ -168,3 +168,51 @@ def test_readiness_table_text_marks_served_route():
         "served",
     ]
     assert text.splitlines()[2].endswith("SERVED")
+
+
+def test_md_code_never_carries_a_hidden_comment():
+    out = md_code("<!-- relay-review:sticky --> <!--x")
+    assert "<!--" not in out and "<\u200b!-- relay-review:sticky -->" in out
+
+
+def test_md_text_breaks_issue_references_but_not_other_hashes():
+    out = md_text("fixes #12, org/repo#3 and C# ##[x]")
+    assert "\\#\u200b12" in out and "repo\\#\u200b3" in out
+    assert "C\\# " in out and "\\#\\#\\[x\\]" in out
+
+
+def test_md_text_escapes_math_delimiters():
+    assert md_text("$$ x $y$") == "\\$\\$ x \\$y\\$"
+
+
+def test_hard_cut_keeps_whole_lines_the_marker_and_closed_details():
+    findings = [
+        {
+            "path": "a.py",
+            "line": i + 1,
+            "side": "RIGHT",
+            "quote": "`" * 3 + "q" * 100,
+            "severity": "low",
+            "message": "m|" * 400,
+        }
+        for i in range(60)
+    ]
+    body = comment_markdown(report(findings=findings), marker="<!-- m -->", limit=9000)
+    assert len(body) <= 9000 and body.startswith("<!-- m -->\n")
+    assert body.endswith("\n\n_[cut at the size limit]_\n")
+    kept = body.split("\n")[:-3]
+    assert all(line.count("````") % 2 == 0 for line in kept)  # no code span cut open
+    assert body.count("<details>") == body.count("</details>")
+
+
+def test_shortened_summary_is_cut_before_escaping():
+    long = "&" * 3000
+    body = comment_markdown(report(summary=long, attempts=[]), limit=12_000)
+    assert "head" in body.split("Shortened to fit")[1].split(".")[0]
+    assert "&amp;" * 1999 + "…\n" in body  # 2,000 characters kept, each escaped whole
+
+
+def test_bidi_controls_cannot_disguise_text():
+    for out in (md_text("app/\u202eyp.htua"), md_code("a\u2066b\u2069")):
+        assert not any(0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in out)
+        assert "\ufffd" in out

@@ -13,6 +13,8 @@ from relay_review.review.decision import decide, merge_findings
 from relay_review.review.diff import DiffIndex
 from relay_review.review.verdict import (
     MAX_MESSAGE_CHARS,
+    MAX_PATH_CHARS,
+    MAX_SUMMARY_CHARS,
     Finding,
     ModelReply,
     VerdictParseError,
@@ -312,3 +314,57 @@ def test_thinking_blocks_are_stripped_in_linear_time():
     start = time.perf_counter()
     strip_thinking("<think>" * 200_000)  # a quadratic scan would take minutes here
     assert time.perf_counter() - start < 5.0
+
+
+# -- hostile replies ----------------------------------------------------------------------------
+
+MARKER = "<!-- relay-review:sticky -->"
+
+
+@pytest.mark.parametrize(
+    "path",
+    [
+        "../../requests/__version__.py",
+        f"{VERSION}\n| x | y |",
+        f"{MARKER}{VERSION}",
+        f"/{VERSION}",
+        f"./{VERSION}",
+        VERSION.upper(),
+        f"{VERSION} ",
+        "../../etc/passwd",
+        "x/" * 5000 + VERSION,
+    ],
+)
+def test_a_path_outside_the_diff_is_never_verified(index: DiffIndex, path: str) -> None:
+    """Only a path exactly as the diff names it verifies: no normalisation a model could abuse."""
+    verified, rejected = validate(ModelReply(findings=[finding(path=path)]), index)
+    assert not verified and len(rejected) == 1
+    assert "is not a file in this diff" in rejected[0].reason
+    assert len(rejected[0].reason) < 1000  # the model's path is quoted, capped
+    assert decide(verified) == "approve"
+
+
+def test_hostile_texts_are_capped_and_made_encodable() -> None:
+    reply = parse_reply(
+        json.dumps(
+            {
+                "summary": "s\ud800" + "x" * 10_000,
+                "findings": [
+                    {
+                        "path": "p\udcff" + "/d" * 5000,
+                        "line": 1,
+                        "side": "RIGHT",
+                        "quote": "q\udcfe",
+                        "severity": "high",
+                        "message": "m\ud800" + "y" * 10_000,
+                    }
+                ],
+            }
+        )
+    )
+    (f,) = reply.findings
+    assert len(reply.summary) == MAX_SUMMARY_CHARS and reply.summary.startswith("s\ufffdx")
+    assert len(f.message) == MAX_MESSAGE_CHARS and f.message.startswith("m\ufffdy")
+    assert len(f.path) == MAX_PATH_CHARS and f.path.startswith("p\ufffd/d")
+    assert f.quote == "q\ufffd"
+    json.dumps(reply.model_dump(), ensure_ascii=False).encode("utf-8")  # never raises

@@ -4,6 +4,7 @@ sticky PR comment (also the step summary) as Markdown built on the same rows.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -152,28 +153,49 @@ DECISION_TITLES = {
     "approve": "✅ No findings",
     "unavailable": "⚠️ Review unavailable",
 }
+#: Bidirectional controls (Trojan Source: a path that displays as another) shown as U+FFFD.
+_BIDI = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)], "\ufffd")
+#: Escaped with a backslash: emphasis, code, links, headings, tables, strike-through, and ``$``
+#: (GitHub renders ``$...$`` and ``$$`` blocks as math, which could swallow what follows).
 _MD_SPECIAL = str.maketrans(
-    {c: f"\\{c}" for c in "\\`*_{}[]()#!|~"}
+    {c: f"\\{c}" for c in "\\`*_{}[]()#!|~$"}
     | {"<": "&lt;", ">": "&gt;", "&": "&amp;", "\r": " ", "\n": " "}
+    | _BIDI
 )
 
 
+#: An issue or pull-request reference (``#12``, ``org/repo#12``) once ``#`` is escaped.
+_ISSUE_REF = re.compile(r"\\#(?=\w)")
+
+
 def md_text(value: Any, limit: int = 1000) -> str:
-    """Hostile text made inert for Markdown: escaped, one line, mentions and autolinks broken,
-    length-capped."""
+    """Hostile text made inert for Markdown: escaped, one line, length-capped.
+
+    At most ``limit`` characters of ``value`` are kept (``…`` marks a cut); escaping can make
+    the result up to 5 times longer (``&`` -> ``&amp;``). ``<`` is escaped, so no HTML, no
+    hidden comment and no marker can start; every ``@`` is followed by U+200B, so no
+    ``@user`` or ``@org/team`` mention can ping anyone; autolinks (``://``, ``www.``) and
+    issue references (``#12``) are broken the same way, so hostile text makes no live link
+    and no cross-reference event; bidirectional controls become U+FFFD (no text displayed
+    reversed, as in "Trojan Source").
+    """
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.translate(_MD_SPECIAL).replace("@", "@\u200b")
-    # no live links from hostile text (phishing, cross-reference events): break autolinks
+    text = _ISSUE_REF.sub("\\#\u200b", text)
     return text.replace("://", ":\u200b//").replace("www.", "www\u200b.")
 
 
 def md_code(value: Any, limit: int = 200) -> str:
-    """Hostile text shown as inline code (backticks cannot close it early)."""
-    text = str(value).replace("\r", " ").replace("\n", " ")
+    """Hostile text shown as inline code: one line, length-capped, and a fence longer than any
+    backtick run inside, so it cannot be closed early. GitHub links no mention inside code;
+    ``<!--`` gets a U+200B after ``<`` so the raw body never holds a hidden comment (a forged
+    sticky marker) outside the lines we write; bidirectional controls become U+FFFD."""
+    text = str(value).replace("\r", " ").replace("\n", " ").translate(_BIDI)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
+    text = text.replace("<!--", "<\u200b!--")
     longest = 0
     run = 0
     for ch in text:
@@ -221,6 +243,11 @@ def _findings_md(findings: Sequence[Mapping[str, Any]], ctx: Mapping[str, Any]) 
     return "\n".join(lines)
 
 
+def _summary_md(summary: str) -> str:
+    """The model's summary: one escaped paragraph per non-empty line."""
+    return "\n\n".join(md_text(line, 4000) for line in summary.splitlines() if line.strip())
+
+
 def _details(summary: str, body: str) -> str:
     return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
 
@@ -241,11 +268,13 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     if decision == "unavailable":
         why = report.get("why") or "no route produced a valid verdict before the deadline"
         summary = f"No verdict: {md_text(why)}. Every route's fate is in the table below."
+        short = summary
     else:
-        summary = "\n\n".join(
-            md_text(line, 4000) for line in (report.get("summary") or "").splitlines() if line
-        )
-    sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{summary[:2000]}")]
+        raw = report.get("summary") or ""
+        summary = _summary_md(raw)
+        # the short form is cut before escaping, so never inside an escape
+        short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
+    sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")]
 
     if findings:
         full = f"### Findings ({len(findings)} verified)\n\n{_findings_md(findings, ctx)}"
@@ -358,5 +387,27 @@ def comment_markdown(
             shortened.append(name)
             text = body()
     if len(text) > limit:
-        text = text[: limit - 40] + "\n\n_[cut at the size limit]_\n"
+        text = _hard_cut(text, limit, marker)
     return text
+
+
+_CUT_NOTE = "\n\n_[cut at the size limit]_\n"
+_CLOSE_DETAILS = "\n\n</details>"
+
+
+def _hard_cut(text: str, limit: int, marker: str) -> str:
+    """``text`` cut to ``limit`` at a line end (hostile text is one line per field, so no code
+    span, escape or table row is split), with every ``<details>`` it opened closed."""
+    room = limit - len(_CUT_NOTE)
+    while True:
+        kept = text[: max(room, 0)]
+        kept = kept[: kept.rfind("\n") + 1] if "\n" in kept else ""
+        if marker and not kept.startswith(marker):
+            kept = marker + "\n"
+        lines = kept.split("\n")
+        # ours only: _details() starts a line with <details> and ends with a </details> line
+        unclosed = sum(ln.startswith("<details>") for ln in lines) - lines.count("</details>")
+        cut = kept.rstrip("\n") + _CLOSE_DETAILS * unclosed + _CUT_NOTE
+        if len(cut) <= limit or room <= 0:
+            return cut[:limit]
+        room -= max(len(cut) - limit, 1)

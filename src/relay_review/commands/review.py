@@ -17,7 +17,7 @@ from relay_review.commands.common import (
 )
 from relay_review.errors import UsageError
 from relay_review.render import comment_markdown
-from relay_review.review.diff import DiffIndex, DiffParseError
+from relay_review.review.diff import DiffIndex, DiffParseError, scrub_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -55,8 +55,9 @@ def run(args: argparse.Namespace) -> int:
     body = (
         _read(args.body_file, "--body-file").decode("utf-8", "replace") if args.body_file else None
     )
+    title = scrub_text(args.title) if args.title else None  # argv may hold undecodable bytes
     report = pipeline.run_sync(
-        pipeline.review(index, catalog, policy, os.environ, title=args.title, body=body)
+        pipeline.review(index, catalog, policy, os.environ, title=title, body=body)
     )
     if args.format == "json":
         print(json.dumps(report, indent=2))

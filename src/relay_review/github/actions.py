@@ -3,12 +3,18 @@
 Workflow commands are lines on stdout (``::name key=value::message``); their data and
 properties are escaped so a message cannot end the command early or start another. Text that
 came from the pull request or a model goes through :func:`stop_commands`, which makes the
-runner ignore commands until a random token ends the block.
+runner ignore commands until a random token ends the block; :func:`log_untrusted` also caps it.
+
+The runner (``actions/runner``, ``ActionCommandManager``) splits output at CR, LF and CRLF and
+treats a line as a command when it starts with ``::name`` after leading whitespace, or when it
+holds the legacy ``##[name]`` form *anywhere*: text we did not write must never share a line
+with the start of the output outside a stop-commands block.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import secrets
 import sys
 from collections.abc import Iterator, Mapping
@@ -19,6 +25,16 @@ from typing import Protocol, TextIO
 #: GitHub's cap for one step's summary file.
 SUMMARY_LIMIT_BYTES = 1024 * 1024
 SUMMARY_TRUNCATED_NOTE = "\n\n_(step summary truncated: GitHub keeps at most 1 MiB per step)_\n"
+#: Longest line :func:`log_untrusted` writes; the rest of a longer line is left out, counted.
+UNTRUSTED_LINE_MAX_CHARS = 2000
+#: Most characters one :func:`log_untrusted` block writes; further lines are left out, counted.
+UNTRUSTED_BLOCK_MAX_CHARS = 100_000
+_RUNNER_LINE_BREAK = re.compile(r"\r\n|\r|\n")
+
+
+def _encodable(text: str) -> str:
+    """``text`` as it can be written as UTF-8 (a lone surrogate becomes ``?``)."""
+    return text.encode("utf-8", "replace").decode("utf-8")
 
 
 def escape_data(value: str) -> str:
@@ -31,9 +47,21 @@ def escape_property(value: str) -> str:
     return escape_data(value).replace(":", "%3A").replace(",", "%2C")
 
 
+_LEADING_COMMAND = re.compile(r"^(\s*)::")
+
+
+def inert_line(text: str) -> str:
+    """``text`` as one log line the runner cannot take for a command, for lines written
+    outside a :func:`stop_commands` block: CR/LF become spaces, a ``::`` that starts the line
+    (after whitespace, which the runner trims) and every legacy ``##[`` get a U+200B inside
+    (not whitespace to the runner), and lone surrogates become ``?``."""
+    line = text.replace("\r", " ").replace("\n", " ").replace("##[", "#\u200b#[")
+    return _encodable(_LEADING_COMMAND.sub("\\1\u200b::", line))
+
+
 def _emit(line: str, stream: TextIO | None = None) -> None:
     out = stream if stream is not None else sys.stdout
-    out.write(line + "\n")
+    out.write(_encodable(line) + "\n")
     out.flush()
 
 
@@ -122,11 +150,33 @@ def stop_commands(stream: TextIO | None = None) -> Iterator[str]:
         _emit(f"::{token}::", stream)
 
 
+def capped_lines(
+    text: str,
+    line_max: int = UNTRUSTED_LINE_MAX_CHARS,
+    block_max: int = UNTRUSTED_BLOCK_MAX_CHARS,
+) -> list[str]:
+    """``text`` split where the runner splits lines, each line and the whole capped (what was
+    left out is counted in the last kept line or in a closing line)."""
+    lines = _RUNNER_LINE_BREAK.split(text[:-1] if text.endswith("\n") else text)
+    out: list[str] = []
+    used = 0
+    for i, line in enumerate(lines):
+        if len(line) > line_max:
+            line = f"{line[:line_max]}… ({len(line) - line_max} more characters not shown)"
+        if used + len(line) > block_max:
+            out.append(f"… ({len(lines) - i} more lines not shown)")
+            break
+        out.append(line)
+        used += len(line) + 1
+    return out
+
+
 def log_untrusted(text: str, stream: TextIO | None = None) -> None:
-    """Write untrusted ``text`` to the log inside a :func:`stop_commands` block."""
+    """Write untrusted ``text`` to the log inside a :func:`stop_commands` block, capped by
+    :data:`UNTRUSTED_LINE_MAX_CHARS` per line and :data:`UNTRUSTED_BLOCK_MAX_CHARS` in all."""
     out = stream if stream is not None else sys.stdout
     with stop_commands(stream):
-        out.write(text if text.endswith("\n") else text + "\n")
+        out.write(_encodable("\n".join(capped_lines(text))) + "\n")
         out.flush()
 
 

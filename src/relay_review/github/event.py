@@ -2,7 +2,8 @@
 
 Only ``pull_request`` and ``pull_request_target`` are reviewed; any other event parses to a
 :class:`NotPullRequestEvent` (the caller exits 0 with a notice). Title, body, branch names and
-the author's login are attacker-controlled text: they are carried as data, never interpreted.
+the author's login are attacker-controlled text: they are carried as data, never interpreted
+(lone surrogates, which JSON escapes allow, become U+FFFD so the texts always encode as UTF-8).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, ValidationError
 
 from relay_review.github.errors import EventError
+from relay_review.review.diff import scrub_text
 
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 
@@ -134,16 +136,16 @@ def parse_event(
         repo_full_name=data.repository.full_name,
         private=data.repository.private,
         base_sha=pr.base.sha,
-        base_ref=pr.base.ref,
+        base_ref=scrub_text(pr.base.ref),
         head_sha=pr.head.sha,
-        head_ref=pr.head.ref,
+        head_ref=scrub_text(pr.head.ref),
         head_repo_full_name=pr.head.repo.full_name if pr.head.repo else None,
         draft=pr.draft,
         state=pr.state,
         author_association=pr.author_association,
-        user_login=pr.user.login,
-        title=pr.title,
-        body=pr.body or "",
+        user_login=scrub_text(pr.user.login),
+        title=scrub_text(pr.title),
+        body=scrub_text(pr.body or ""),
         html_url=pr.html_url,
     )
 

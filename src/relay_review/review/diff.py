@@ -9,11 +9,13 @@ Commentable locations follow GitHub's review-comment sides: ``RIGHT`` = an added
 the new file; ``LEFT`` = a removed line, numbered in the old file. Context lines are kept (for
 rendering) but are not commentable.
 
-Decoding: bytes are decoded as UTF-8 with ``errors="replace"`` (invalid bytes become U+FFFD). The
-texts end up in JSON prompts, where lone surrogates (``surrogateescape``) could not be encoded; a
-replaced character only makes an exact quote of that line impossible to type, never shifts a line
-number. ``\\r\\n`` is treated as a line break and a leading BOM is dropped; other ``\\r`` characters
-stay inside the line text (except a trailing one, which is stripped).
+Decoding: bytes are decoded as UTF-8 with ``errors="replace"`` (invalid bytes become U+FFFD), and
+in text (a patch or file name from the files API's JSON, where ``\\udcff`` escapes are legal)
+every lone surrogate becomes U+FFFD too (:func:`scrub_text`). The texts end up in JSON prompts,
+logs and comments, where a lone surrogate cannot be encoded as UTF-8; a replaced character only
+makes an exact quote of that line impossible to type, never shifts a line number. ``\\r\\n`` is
+treated as a line break and a leading BOM is dropped; other ``\\r`` characters stay inside the
+line text (except a trailing one, which is stripped).
 
 Paths: git's C-style quoting is undone and the ``a/``/``b/`` (or mnemonic) prefix dropped; a
 renamed or copied file is recorded under its new path, with ``old_path`` kept.
@@ -258,11 +260,24 @@ class DiffIndex:
 # -- internals ----------------------------------------------------------------------------------
 
 
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def scrub_text(text: str) -> str:
+    """``text`` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8.
+
+    JSON may carry ``\\ud800``-style escapes and ``surrogateescape`` decoding leaves
+    ``\\udc80``-``\\udcff``; a valid pair is one code point in a ``str``, so any surrogate
+    left is lone.
+    """
+    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def _decode(data: str | bytes) -> str:
     if isinstance(data, bytes | bytearray | memoryview):
         text = bytes(data).decode("utf-8", errors="replace")
     else:
-        text = data
+        text = scrub_text(data)
     if text.startswith("\ufeff"):
         text = text[1:]
     return text.replace("\r\n", "\n")
@@ -440,12 +455,12 @@ def _get(entry: Mapping[str, Any] | Any, key: str) -> Any:
 
 
 def _file_from_api(entry: Mapping[str, Any] | Any) -> FileDiff:
-    path = str(_get(entry, "filename") or "")
+    path = scrub_text(str(_get(entry, "filename") or ""))
     previous = _get(entry, "previous_filename")
     status = _API_STATUS.get(str(_get(entry, "status") or "modified"), "modified")
     record = FileDiff(
         path=path,
-        old_path=str(previous) if previous else (None if status == "added" else path),
+        old_path=scrub_text(str(previous)) if previous else (None if status == "added" else path),
         status=status,
     )
     patch = _get(entry, "patch")

@@ -8,7 +8,9 @@ line's text. Nothing here renders or escapes: texts are kept raw (length-capped)
 Caps (documented limits, applied without failing the reply):
 
 - ``MAX_FINDINGS`` findings per reply are checked; later ones are rejected as over the limit.
-- ``message`` is cut to ``MAX_MESSAGE_CHARS``, ``summary`` to ``MAX_SUMMARY_CHARS`` (suffix "…").
+- ``message`` is cut to ``MAX_MESSAGE_CHARS``, ``summary`` to ``MAX_SUMMARY_CHARS``, ``path`` to
+  ``MAX_PATH_CHARS`` (suffix "…"; a path that long is in no diff, so the finding stays unverified).
+- Lone surrogates (legal as JSON escapes) in any text become U+FFFD, so every text encodes as UTF-8.
 - A reply longer than ``MAX_REPLY_CHARS`` is refused as malformed.
 """
 
@@ -24,13 +26,15 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from relay_review.errors import RelayReviewError
 from relay_review.review.chunks import show_path
-from relay_review.review.diff import DiffIndex, Side
+from relay_review.review.diff import DiffIndex, Side, scrub_text
 
 Severity = Literal["high", "medium", "low"]
 
 MAX_FINDINGS = 30
 MAX_MESSAGE_CHARS = 2000
 MAX_SUMMARY_CHARS = 4000
+#: Longer than any path a checkout can hold (Linux ``PATH_MAX``).
+MAX_PATH_CHARS = 4096
 MAX_REPLY_CHARS = 1_000_000
 #: Longest excerpt of a diff line or a model-supplied string quoted in a rejection reason.
 SHOW_CHARS = 160
@@ -98,6 +102,15 @@ def _cut(text: str, limit: int) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
+def _text(value: Any, limit: int | None = None) -> Any:
+    """A model-supplied string made encodable and capped; anything else unchanged (the schema
+    then refuses it)."""
+    if not isinstance(value, str):
+        return value
+    value = scrub_text(value)
+    return value if limit is None else _cut(value, limit)
+
+
 class Finding(BaseModel):
     """One review finding as the model states it (raw texts; rendering escapes them later)."""
 
@@ -109,6 +122,11 @@ class Finding(BaseModel):
     quote: str = ""
     severity: Severity
     message: str
+
+    @field_validator("path", mode="before")
+    @classmethod
+    def _path(cls, value: Any) -> Any:
+        return _text(value, MAX_PATH_CHARS)
 
     @field_validator("side", mode="before")
     @classmethod
@@ -129,14 +147,12 @@ class Finding(BaseModel):
     @field_validator("quote", mode="before")
     @classmethod
     def _quote(cls, value: Any) -> Any:
-        return "" if value is None else value
+        return "" if value is None else _text(value)
 
     @field_validator("message", mode="before")
     @classmethod
     def _message(cls, value: Any) -> Any:
-        if value is None:
-            return ""
-        return _cut(value, MAX_MESSAGE_CHARS) if isinstance(value, str) else value
+        return "" if value is None else _text(value, MAX_MESSAGE_CHARS)
 
 
 class ModelReply(BaseModel):
@@ -150,9 +166,7 @@ class ModelReply(BaseModel):
     @field_validator("summary", mode="before")
     @classmethod
     def _summary(cls, value: Any) -> Any:
-        if value is None:
-            return ""
-        return _cut(value, MAX_SUMMARY_CHARS) if isinstance(value, str) else value
+        return "" if value is None else _text(value, MAX_SUMMARY_CHARS)
 
     @field_validator("findings", mode="before")
     @classmethod
