@@ -65,7 +65,8 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     # Issue.get_comments() / Issue.create_comment(): find or create the sticky comment.
     "/repos/{owner}/{repo}/issues/{issue_number}/comments": ("get", "post"),
     # IssueComment.edit(): update the sticky comment in place.
-    "/repos/{owner}/{repo}/issues/comments/{comment_id}": ("get", "patch"),
+    # delete: IssueComment.delete(), when two runs' sticky comments converge
+    "/repos/{owner}/{repo}/issues/comments/{comment_id}": ("get", "patch", "delete"),
 }
 
 #: Must equal ``relay_review.github.comment.MARKER`` (a test pins it).
