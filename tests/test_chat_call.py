@@ -70,7 +70,15 @@ MODELS = [
     "healthy@leak",
     "401@leak",
     "500@leak",
+    "404@leak,nim",
+    "429@leak,noheader",
+    "context@leak",
+    "error-body@leak",
+    "sse-error@leak",
+    "garbage@leak",
 ]
+#: Behaviours that echo the Authorization header into the outcome's detail.
+LEAKS_IN_DETAIL = [m for m in MODELS if "leak" in m and not m.startswith("healthy")]
 
 
 @pytest.fixture(scope="module")
@@ -471,8 +479,8 @@ async def test_api_key_never_in_an_outcome(client: httpx.AsyncClient, fleet: Fau
     echoed = {m: o for m, o in zip([*models, "stall", "500@stall"], outcomes, strict=True)}
     # The leak behaviours did echo it, and it was scrubbed.
     assert "Bearer ***" in (echoed["healthy@leak"].content or "")
-    assert "Bearer ***" in echoed["401@leak"].detail
-    assert "Bearer ***" in echoed["500@leak"].detail
+    for model in LEAKS_IN_DETAIL:
+        assert "Bearer ***" in echoed[model].detail, (model, echoed[model].detail)
     for model, outcome in echoed.items():
         dumped = outcome.model_dump_json() + repr(outcome)
         assert KEY not in dumped, model

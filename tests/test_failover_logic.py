@@ -228,6 +228,27 @@ def test_next_route_sleeps_until_retry_after(retry_after, expected_wait):
     assert entry is entries[0] and wait == pytest.approx(expected_wait)
 
 
+def test_a_deferred_route_free_now_is_not_held_up_by_a_later_retry_after():
+    # found by the fault matrix: a 429 asking for 28 s (first in catalog order) made the loop
+    # sleep 28 s while a 5xx route (no Retry-After) sat free behind it
+    entries = catalog("later", "now", "also-now", "past-deadline")
+    board = ReadinessBoard(entries)
+    for entry, retry_after in zip(entries, (28.0, None, None, 60.0), strict=True):
+        board.set(
+            entry.agent_id, status=Readiness.DEFERRED, retry_after=retry_after, finished_at=1.0
+        )
+    board.finish()
+    state = RunState()
+    assert next_route(board, state, now=2.0, deadline_at=30.0) == (entries[1], 0.0)
+    state.out.add(entries[1].agent_id)
+    assert next_route(board, state, now=2.0, deadline_at=30.0) == (entries[2], 0.0)  # ties: order
+    state.out.add(entries[2].agent_id)
+    entry, wait = next_route(board, state, now=2.0, deadline_at=30.0)
+    assert entry is entries[0] and wait == pytest.approx(27.0)
+    state.out.add(entries[0].agent_id)
+    assert next_route(board, state, now=2.0, deadline_at=30.0) == (None, 0.0)
+
+
 async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it():
     entries = catalog("only")
     script = Script({"only": [(0.01, ok())] + [(0.2, ok(f"r{i}")) for i in range(3)]})

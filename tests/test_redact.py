@@ -39,3 +39,27 @@ def test_short_placeholders_are_not_scrubbed_everywhere(capsys):
 def test_redact_data_walks_nested_values_and_keys():
     data = {"a": [f"Bearer {KEY}", 3, {KEY: None}], "b": None}
     assert redact_data(data, [KEY]) == {"a": ["Bearer ***", 3, {"***": None}], "b": None}
+
+
+def test_markdown_escaped_keys_are_removed():
+    from relay_review.render import md_text
+
+    key = "nvapi-Ab_cd*ef@gh_0123456789"
+    assert "\\_" in md_text(key) and "\u200b" in md_text(key)  # what the comment would show
+    assert redact(f"key {md_text(key)} here", [key]) == "key *** here"
+    cut = md_text(f"Bearer {key}", limit=20)  # cut inside the key, then escaped
+    assert cut.endswith("…") and "nvapi-Ab" in cut
+    assert "nvapi-Ab" not in redact(cut, [key])
+    assert redact(f"\\{key[:10]}...", [key]) == "***..."
+
+
+def test_every_appearance_is_removed_and_near_misses_kept():
+    text = f"{KEY} and {KEY[:10]}… and {KEY[:9]}X and {KEY}"
+    assert redact(text, [KEY]) == f"*** and ***… and {KEY[:9]}X and ***"
+    assert redact(KEY[:7] + "…", [KEY]) == KEY[:7] + "…"  # shorter than MIN_SECRET_CHARS
+
+
+def test_a_key_with_a_backslash_is_still_found():
+    key = "ab\\cdefgh-0123456789"
+    assert redact(f"x {key} y", [key]) == "x *** y"
+    assert redact(f"x {key[:9]}…", [key]) == "x ***…"

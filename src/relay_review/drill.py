@@ -61,9 +61,12 @@ kind                      main param    what the server does (``delay`` always w
 ========================  ============  ==========================================================
 
 ``leak`` makes the reply or error message echo the ``Authorization`` header it received (for
-tests proving the key never reaches an Outcome). Examples: ``healthy@0.3``,
-``drip@0.2,n=20``, ``429@5,date``, ``500@stall``, ``healthy@0.1>stall`` (the first request is
-answered, later ones stall: a probe that passes and a serve that hangs).
+tests proving the key never reaches an Outcome): error statuses, ``error-body``, ``sse-error``,
+``garbage`` (inside the unparsable data) and every kind that streams the reply text.
+
+Examples: ``healthy@0.3``, ``drip@0.2,n=20``, ``429@5,date``, ``500@stall``,
+``healthy@0.1>stall`` (the first request is answered, later ones stall: a probe that passes and
+a serve that hangs), ``500@leak``.
 
 Replies: a behaviour's ``reply`` (a string or ``Callable[[dict], str]`` receiving the request
 JSON), else the fleet's ``reply``, else ``"OK"``.
@@ -685,8 +688,7 @@ class _Exchange:
                 "This endpoint's maximum context length is 8192 tokens. "
                 "However, you requested about 9000 tokens. Please reduce the length."
             )
-        if b.leak:
-            message += f" (received {self.auth!r})"
+        message = self._leaked(message)
         if b.nim:
             payload: dict[str, Any] = {
                 "status": status,
@@ -715,16 +717,18 @@ class _Exchange:
             await self.conn.head(200, "application/json", length=1000)
         await self.conn.hold()
 
+    def _leaked(self, message: str) -> str:
+        """``message``, echoing the Authorization header it received when ``leak`` is set."""
+        return f"{message} (received {self.auth!r})" if self.b.leak else message
+
     async def _error_body(self) -> None:
-        await self.conn.json(
-            200, _error_body(502, "Upstream error: provider returned an invalid response")
-        )
+        message = self._leaked("Upstream error: provider returned an invalid response")
+        await self.conn.json(200, _error_body(502, message))
 
     # ---- replies ------------------------------------------------------------------------------
 
     def _text(self) -> str:
-        text = self.fleet._reply_text(self.b, self.body)
-        return f"{text} (received {self.auth!r})" if self.b.leak else text
+        return self._leaked(self.fleet._reply_text(self.b, self.body))
 
     def _pieces(self) -> tuple[list[str], str]:
         pieces = re.findall(r"\s*\S+", self._text()) or []
@@ -775,7 +779,7 @@ class _Exchange:
         self.conn.abort = self.b.rst
 
     async def _sse_error(self) -> None:
-        error = {"code": 502, "message": "Provider disconnected unexpectedly"}
+        error = {"code": 502, "message": self._leaked("Provider disconnected unexpectedly")}
         if not self.stream:
             payload = self._completion("", "error", 0)
             payload["error"] = error
@@ -827,14 +831,14 @@ class _Exchange:
         await self._reply([], "length")
 
     async def _garbage(self) -> None:
+        data = self._leaked('{"choices": [ not json').encode()
         if not self.stream:
-            data = b'{"choices": [ not json'
             await self.conn.head(200, "application/json", length=len(data))
             await self.conn.send(data)
             return
         await self.conn.head(200, "text/event-stream", length=None)
         await self._event(self._chunk({"role": "assistant", "content": ""}))
-        await self.conn.chunk(b'data: {"choices": [ not json\n\n')
+        await self.conn.chunk(b"data: " + data + b"\n\n")
         await self._done()
 
     # ---- wire format --------------------------------------------------------------------------

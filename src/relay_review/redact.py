@@ -1,19 +1,30 @@
 """Removing secret values from text that leaves the process (defence in depth).
 
 Keys should never reach a message in the first place; this is the second guard for servers that
-echo them. A text cut to length can end inside a key, so a key's prefix that stands right before
-a cut mark (``…`` or ``...``) or at the very end of the text is removed too.
+echo them. A secret is removed wherever it appears:
+
+* whole;
+* cut off: a text cut to length can end inside a key, so a prefix of at least
+  :data:`MIN_SECRET_CHARS` characters that stands right before a cut mark (``…`` or ``...``)
+  or at the very end of the text is removed too (a prefix followed by anything else is left
+  alone: public key prefixes such as ``sk-or-v1-`` are not secret);
+* escaped: Markdown rendering puts a backslash before characters such as ``_`` and a zero-width
+  space after ``@``, so those are skipped while matching (``nvapi\\_abc`` is still the key).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import re
+from collections.abc import Iterable, Iterator
 
 #: Shorter values are not treated as secrets (placeholders such as ``EMPTY`` for a local server
 #: would otherwise shred every text); they are never sent anywhere but their own server.
 MIN_SECRET_CHARS = 8
 REPLACEMENT = "***"
 _CUT_MARKS = ("…", "...")
+_ESCAPE = "\\"
+_ZERO_WIDTH = "\u200b"
 
 
 def usable_secrets(values: Iterable[str]) -> list[str]:
@@ -23,18 +34,11 @@ def usable_secrets(values: Iterable[str]) -> list[str]:
 
 
 def redact(text: str, secrets: Iterable[str], replacement: str = REPLACEMENT) -> str:
-    """``text`` without any of ``secrets``, whole or cut off at a truncation point."""
+    """``text`` without any of ``secrets``: whole, cut off at a truncation point, or escaped."""
     for secret in usable_secrets(secrets):
-        if secret in text:
-            text = text.replace(secret, replacement)
-        for n in range(len(secret) - 1, MIN_SECRET_CHARS - 1, -1):
-            prefix = secret[:n]
-            if prefix not in text:
-                continue
-            for mark in _CUT_MARKS:
-                text = text.replace(prefix + mark, replacement + mark)
-            if text.endswith(prefix):
-                text = text[: -len(prefix)] + replacement
+        spans = list(_appearances(text, secret))
+        for start, end in reversed(spans):
+            text = text[:start] + replacement + text[end:]
     return text
 
 
@@ -51,3 +55,42 @@ def redact_data(data: object, secrets: Iterable[str], replacement: str = REPLACE
     if isinstance(data, list | tuple):
         return [redact_data(v, values, replacement) for v in data]
     return data
+
+
+@functools.lru_cache(maxsize=256)
+def _head(secret: str) -> re.Pattern[str]:
+    """The secret's first :data:`MIN_SECRET_CHARS` characters, each maybe escaped."""
+    return re.compile(
+        "".join(
+            f"{re.escape(_ESCAPE)}?{re.escape(c)}{_ZERO_WIDTH}?" for c in secret[:MIN_SECRET_CHARS]
+        )
+    )
+
+
+def _appearances(text: str, secret: str) -> Iterator[tuple[int, int]]:
+    """(start, end) of every appearance of ``secret`` in ``text`` that must go (see above)."""
+    if _bare(secret[:MIN_SECRET_CHARS]) not in _bare(text):
+        return  # the common case, cheaply
+    last_end = 0
+    for match in _head(secret).finditer(text):
+        start, i, n = match.start(), match.end(), MIN_SECRET_CHARS
+        if start < last_end:
+            continue
+        while n < len(secret) and i < len(text):
+            if text[i] == secret[n]:
+                i += 1
+            elif text[i] == _ESCAPE and text[i + 1 : i + 2] == secret[n]:
+                i += 2
+            else:
+                break
+            n += 1
+            if text[i : i + 1] == _ZERO_WIDTH:
+                i += 1
+        if n == len(secret) or i == len(text) or text.startswith(_CUT_MARKS, i):
+            last_end = i
+            yield start, i
+
+
+def _bare(text: str) -> str:
+    """``text`` without the characters escaping adds (for a cheap first test)."""
+    return text.replace(_ESCAPE, "").replace(_ZERO_WIDTH, "")

@@ -389,6 +389,10 @@ class _Call:
             detail = f"no complete reply within the attempt bound {d.attempt:g}s"
             if self.bytes_seen:
                 detail += f" ({self.bytes_seen} bytes received)"
+            elif self.headers_at is not None:
+                detail += " (headers, but no body byte)"
+            else:
+                detail += " (no headers)"
         return self._outcome(OutcomeKind.TIMEOUT, phase=phase, detail=detail)
 
     def _transport_failed(self, exc: Exception) -> Outcome:

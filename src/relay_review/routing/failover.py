@@ -2,7 +2,8 @@
 
 Order of service: **ready** routes (by priority) -> **unprobed** routes (by priority; the real
 request is their probe) -> **deferred** routes (only those whose ``retry_after`` ends before the
-run deadline) -> never ``timeout`` or ``rejected`` routes. While probes are still in flight and no
+run deadline; the one free soonest first, then by priority) -> never ``timeout`` or ``rejected``
+routes. While probes are still in flight and no
 route is ready, the loop waits for the next probe result (never longer than the deadline); as soon
 as one route is ready it is served, whatever other probes are doing.
 
@@ -134,12 +135,18 @@ def next_route(
         probe = board.probes[e.agent_id]
         if probe.status is Readiness.UNPROBED and not probe.sent:
             return e, 0.0
+    # deferred routes: the one free soonest (a later Retry-After never holds up one free now);
+    # ties in catalog order
+    soonest: tuple[float, CatalogEntry] | None = None
     for e in entries:
         probe = board.probes[e.agent_id]
         if probe.status is Readiness.DEFERRED:
             available_at = (probe.finished_at or now) + (probe.retry_after or 0.0)
-            if available_at < deadline_at:
-                return e, max(0.0, available_at - now)
+            free_at = max(available_at, now)
+            if available_at < deadline_at and (soonest is None or free_at < soonest[0]):
+                soonest = (free_at, e)
+    if soonest is not None:
+        return soonest[1], soonest[0] - now
     if state.busy - state.out:
         return None, max(0.0, deadline_at - now)  # a route in use may free up
     return None, 0.0

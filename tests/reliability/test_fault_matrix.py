@@ -1,0 +1,581 @@
+"""The fault matrix (issue 6, item 1): every model fault class, end to end through ``relay-review
+run`` (Prism for GitHub, the fault fleet for models), alone and mixed.
+
+* **alone**: the faulty route is the whole catalog -> the "Review unavailable" comment is posted,
+  names the fault, and the run stays within its deadline;
+* **with one healthy route** (after the faulty one in catalog order) -> the healthy route serves
+  the verdict and the comment still names the fault;
+* **mixed**: every fault at once, with and without a healthy route;
+* **mid-review death**: a route that serves one chunk and then dies -> the next chunk fails over
+  (chunks one at a time, and three at a time);
+* **bounds**: a pool of silent routes ends at the deadline, every route's fate reported; a long
+  ``Retry-After`` never holds up a deferred route that is free now.
+
+Faults a probe sees are named by the readiness table's preflight status and HTTP columns (and
+by the outcome kind in the JSON report's readiness ``detail``). Faults that strike only while
+serving (the probe passed) are named by the attempt timeline (phase and outcome).
+
+Each run gets its own fleet: behaviour scripts advance per request, so runs must not share one.
+Bounds are small (``POLICY_HEAD``); "within the deadline" is checked on the report's own clocks
+(``elapsed_s`` for the review, ``run_elapsed_s`` for the whole run) against the policy's deadline
+plus :data:`REVIEW_MARGIN_S` / :data:`RUN_MARGIN_S`, never on wall-clock speed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from action_harness import FLEET_KEY, Run, api_file, policy_toml, posted_bodies, run_action
+from github_mock import MockGitHub
+from relay_review.drill import FaultFleet
+from relay_review.scenarios import reviewer_reply
+
+DEADLINE = 15.0
+MIXED_DEADLINE = 30.0
+#: The review stage stops at the deadline; allow for the scheduler on a loaded machine.
+REVIEW_MARGIN_S = 1.5
+#: The whole run also publishes after the review (a few GitHub calls to the local mock).
+RUN_MARGIN_S = 8.0
+
+POLICY_HEAD = f"""\
+[catalog]
+limit = 40
+account_cap = 8
+
+[serving]
+connect = 1
+first_byte = 2
+idle = 1.5
+attempt = 3.5
+deadline = {DEADLINE:g}
+
+[preflight]
+probe_budget = 1
+probe_timeout = 2
+
+[discovery]
+timeout = 3
+
+[review]
+concurrency = 1
+"""
+
+HEALTHY = "healthy"  # the healthy account; fault accounts are named "f-<id>" (sorted before it)
+HEALTHY_MODEL = "vendor/reviewer"
+SHELL_LINE = 'subprocess.run(f"tar -czf {target} {folder}", shell=True, check=True)'
+PATCH = (
+    "@@ -1,3 +1,5 @@\n"
+    " import subprocess\n"
+    " \n"
+    " def export(folder, target):\n"
+    f"+    {SHELL_LINE}\n"
+    "+    return target"
+)
+FILES = [api_file("app/export.py", "modified", PATCH, 2, 0)]
+
+
+def fleet_reply(body: dict[str, Any]) -> str:
+    """Probes get ``ready``; review requests an honest verdict (a high finding on shell=True)."""
+    if "single word: ready" in body["messages"][-1]["content"]:
+        return "ready"
+    return reviewer_reply(body)
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault class: its fleet script and how the comment and report must name it.
+
+    ``status``/``http``: the readiness row's preflight and http cells (faults a probe sees).
+    ``phase``/``outcome``: the attempt timeline's cells (faults that strike while serving).
+    ``detail``: text the report's readiness detail (or failed attempt's detail) must contain.
+    """
+
+    id: str
+    script: str
+    detail: str
+    status: str = "ready"
+    http: str = "-"
+    phase: str | None = None
+    outcome: str | None = None
+
+    @property
+    def account(self) -> str:
+        return f"f-{self.id}"
+
+    @property
+    def model(self) -> str:
+        return f"vendor/{self.id}"
+
+    @property
+    def agent_id(self) -> str:
+        return f"{self.account}/{self.model}"
+
+
+FAULTS = [
+    # a probe sees it
+    # (a probe's first-byte, idle and attempt bounds are all probe_timeout: either may strike)
+    Fault("stall", "stall", "no headers", status="timeout"),
+    Fault("headers-stall", "headers-stall", "but no body byte", status="timeout", http="200"),
+    # Retry-After beyond the deadline: never tried again
+    Fault("429-header", "429@60", "rate_limited retry after 60s", status="deferred", http="429"),
+    Fault("429-date", "429@60,date", "rate_limited retry after 5", status="deferred", http="429"),
+    Fault("429-meta", "429@60,meta", "rate_limited retry after 5", status="deferred", http="429"),
+    # no hint: tried again when nothing better is left, and refused again
+    Fault(
+        "429-none",
+        "429@noheader",
+        "rate_limited - HTTP 429",
+        status="deferred",
+        http="429",
+        phase="response",
+        outcome="rate\\_limited",
+    ),
+    Fault("404", "404", "not_found", status="rejected", http="404"),
+    Fault("401", "401", "auth_failed", status="rejected", http="401"),
+    Fault("403", "403", "auth_failed", status="rejected", http="403"),
+    Fault("402", "402", "payment_required", status="rejected", http="402"),
+    Fault(
+        "500",
+        "500",
+        "server_error",
+        status="deferred",
+        http="500",
+        phase="response",
+        outcome="server\\_error",
+    ),
+    Fault(
+        "503",
+        "503",
+        "server_error",
+        status="deferred",
+        http="503",
+        phase="response",
+        outcome="server\\_error",
+    ),
+    Fault(
+        "500-body-stall",
+        "500@stall",
+        "server_error - HTTP 500 (error body stalled)",
+        status="deferred",
+        http="500",
+        phase="response",
+        outcome="server\\_error",
+    ),
+    Fault("error-body", "error-body", "bad_reply - error body", status="rejected", http="200"),
+    Fault("sse-error", "sse-error", "bad_reply - error event", status="rejected", http="200"),
+    Fault("finish-error", "finish-error", "finish_reason error", status="rejected", http="200"),
+    Fault("cut", "cut", "bad_reply - stream cut", status="rejected", http="200"),
+    Fault("rst", "cut@rst", "bad_reply - stream cut", status="rejected", http="200"),
+    Fault("no-finish", "no-finish", "without finish_reason", status="rejected", http="200"),
+    Fault("empty", "empty", "bad_reply - empty reply", status="rejected", http="200"),
+    Fault(
+        "length-empty",
+        "length-empty",
+        "finish_reason length with no content",
+        status="rejected",
+        http="200",
+    ),
+    Fault("garbage", "garbage", "bad_reply - unparsable event", status="rejected", http="200"),
+    Fault("context", "context", "context_too_long", status="rejected", http="400"),
+    Fault(
+        "closed",
+        "close",
+        "connection_error",
+        status="deferred",
+        phase="connect",
+        outcome="connection\\_error",
+    ),
+    # the probe passes; the fault strikes while serving
+    Fault(
+        "idle-gap",
+        "healthy>drip@4,n=2",
+        "timeout in idle",
+        phase="idle",
+        outcome="timeout",
+        http="200",
+    ),
+    Fault(
+        "overrun",
+        "healthy>drip@0.25,n=60",
+        "timeout in attempt",
+        phase="attempt",
+        outcome="timeout",
+        http="200",
+    ),
+    Fault(
+        "serve-headers-stall",
+        "healthy>headers-stall",
+        "headers but no body byte",
+        phase="first\\_byte",
+        outcome="timeout",
+        http="200",
+    ),
+    Fault(
+        "serve-stall",
+        "healthy>stall",
+        "timeout in first_byte",
+        phase="first\\_byte",
+        outcome="timeout",
+    ),
+]
+PROBE_FAULTS = [f for f in FAULTS if f.status != "ready"]
+
+
+@pytest.fixture
+def make_fleet() -> Iterator[Any]:
+    """Start fleets for one test (scripts advance per request, so no sharing between runs)."""
+    started: list[FaultFleet] = []
+
+    def make(accounts: dict[str, Any]) -> FaultFleet:
+        fleet = FaultFleet(accounts, reply=fleet_reply).start_in_thread()
+        started.append(fleet)
+        return fleet
+
+    yield make
+    for fleet in started:
+        fleet.stop()
+
+
+def fleet_accounts(faults: list[Fault], *, healthy: bool, **extra: str) -> dict[str, Any]:
+    accounts: dict[str, Any] = {
+        f.account: {"models": {f.model: f.script}, "api_key": FLEET_KEY} for f in faults
+    }
+    if healthy:
+        accounts[HEALTHY] = {"models": {HEALTHY_MODEL: "healthy"}, "api_key": FLEET_KEY}
+    for name, script in extra.items():
+        accounts[name] = {"models": {f"vendor/{name}": script}, "api_key": FLEET_KEY}
+    return accounts
+
+
+def policy_for(fleet: FaultFleet, head: str = POLICY_HEAD) -> str:
+    return policy_toml(fleet, *fleet.accounts, head=head)
+
+
+def md_rows(body: str, first_column: str) -> list[dict[str, str]]:
+    """The rows of the Markdown table whose header starts with ``first_column``, as
+    {column name: cell} (by name, so added columns do not shift what a test reads)."""
+    header: list[str] | None = None
+    rows = []
+    for line in body.splitlines():
+        if not line.startswith("| "):
+            header = None if not line.startswith("|---") else header
+            continue
+        cells = [cell.strip() for cell in line.strip().strip("|").split("|")]
+        if cells[0] == first_column:
+            header = cells
+        elif header is not None and len(cells) == len(header):
+            rows.append(dict(zip(header, cells, strict=True)))
+    return rows
+
+
+def table_row(body: str, account: str, model: str) -> dict[str, str]:
+    """The readiness table's row for one route (cells as Markdown-escaped text)."""
+    rows = [
+        r for r in md_rows(body, "prio") if (r["account"], r["model"]) == (md(account), md(model))
+    ]
+    assert len(rows) == 1, f"no single readiness row for {account}/{model} in:\n{body}"
+    return rows[0]
+
+
+def attempt_rows(body: str, agent_id: str) -> list[dict[str, str]]:
+    """The attempt timeline's rows for one route."""
+    return [r for r in md_rows(body, "#") if r["route"] == md(agent_id)]
+
+
+def md(text: str) -> str:
+    """How the comment escapes route names (only the characters these tests use)."""
+    return text.replace("_", "\\_")
+
+
+def assert_names_fault(
+    body: str, report: dict[str, Any], fault: Fault, *, served: bool = True
+) -> None:
+    """The comment names the fault: its readiness row, and its attempt rows when it was served
+    (``served=False``: a healthy route came first, so a deferred route was never tried again)."""
+    row = table_row(body, fault.account, fault.model)
+    assert (row["preflight"], row["served"]) == (fault.status, ""), (fault.id, row)
+    if fault.status != "ready":
+        assert row["http"] == fault.http, (fault.id, row)
+    probe = next(r for r in report["readiness"] if r["agent_id"] == fault.agent_id)
+    details = [probe["detail"]] + [
+        a["detail"] for a in report["attempts"] if a["agent_id"] == fault.agent_id
+    ]
+    assert any(fault.detail in d for d in details), (fault.id, details)
+    if fault.phase is not None and (served or fault.status == "ready"):
+        attempts = attempt_rows(body, fault.agent_id)
+        assert attempts, f"no attempt row for {fault.agent_id}"
+        last = attempts[-1]
+        assert (last["for"], last["phase"], last["outcome"]) == (
+            "serve",
+            fault.phase,
+            fault.outcome,
+        ), attempts
+        if fault.http != "-" and fault.status == "ready":
+            assert last["http"] == fault.http, attempts
+
+
+def assert_within_deadline(run: Run, deadline: float = DEADLINE) -> None:
+    report = run.report
+    assert report is not None
+    assert report["elapsed_s"] <= deadline + REVIEW_MARGIN_S, report["elapsed_s"]
+    assert report["run_elapsed_s"] <= deadline + RUN_MARGIN_S, report["run_elapsed_s"]
+
+
+def only_body(mock: MockGitHub) -> str:
+    bodies = posted_bodies(mock)
+    assert len(bodies) == 1, bodies
+    return bodies[0]
+
+
+# --- each fault alone, and each fault before one healthy route --------------------------------
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
+def test_fault_alone_posts_unavailable_naming_it(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+) -> None:
+    fleet = make_fleet(fleet_accounts([fault], healthy=False))
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet)}, files=FILES)
+    assert run.code == 1, run.stdout  # on-unavailable: fail
+    body = only_body(github_mock)
+    assert "Review unavailable" in body and "No route served." in body
+    report = run.report
+    assert report is not None and report["decision"] == "unavailable"
+    assert run.outputs["decision"] == "unavailable" and run.outputs["served-by"] == ""
+    assert_names_fault(body, report, fault)
+    assert_within_deadline(run)
+    # a failed route is never tried twice in one run (probe + at most one serving attempt)
+    assert len(fleet.chat_requests(fault.account)) <= 2
+
+
+@pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
+def test_fault_then_healthy_route_serves_the_verdict(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+) -> None:
+    fleet = make_fleet(fleet_accounts([fault], healthy=True))
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet)}, files=FILES)
+    assert run.code == 0, run.stdout
+    body = only_body(github_mock)
+    assert "Changes requested" in body and "shell=True" in body
+    report = run.report
+    assert report is not None and report["decision"] == "request_changes"
+    assert report["served_by"]["agent_id"] == f"{HEALTHY}/{HEALTHY_MODEL}"
+    assert table_row(body, HEALTHY, HEALTHY_MODEL)["served"] == "SERVED"
+    assert_names_fault(body, report, fault, served=False)
+    assert_within_deadline(run)
+    # the fault route comes first in catalog order: it was probed, the healthy one was not
+    order = [e["agent_id"] for e in report["catalog"]["selected"]]
+    assert order == [fault.agent_id, f"{HEALTHY}/{HEALTHY_MODEL}"]
+    if fault.phase is not None and fault.status == "ready":  # served first, then failed over
+        outcomes = [(a["agent_id"], a["outcome"]) for a in report["attempts"]]
+        assert outcomes[-1] == (f"{HEALTHY}/{HEALTHY_MODEL}", "ok")
+        assert outcomes[0][0] == fault.agent_id
+
+
+# --- all faults at once -----------------------------------------------------------------------
+
+
+def test_every_fault_at_once_then_healthy_serves(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
+) -> None:
+    fleet = make_fleet(fleet_accounts(FAULTS, healthy=True))
+    head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS) + 1}")
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    assert run.code == 0, run.stdout
+    body = only_body(github_mock)
+    report = run.report
+    assert report is not None and report["decision"] == "request_changes"
+    assert report["served_by"]["agent_id"] == f"{HEALTHY}/{HEALTHY_MODEL}"
+    for fault in PROBE_FAULTS:  # every probe-visible fault is named in its row
+        row = table_row(body, fault.account, fault.model)
+        assert (row["preflight"], row["http"], row["served"]) == (fault.status, fault.http, "")
+    assert len([r for r in report["readiness"] if r["status"] != "unprobed"]) == len(FAULTS) + 1
+    assert_within_deadline(run)
+
+
+def test_every_route_dead_gives_a_bounded_failure_comment(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
+) -> None:
+    fleet = make_fleet(fleet_accounts(FAULTS, healthy=False))
+    # serving-phase faults are tried one after another (each up to 3.5 s): a longer deadline
+    head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS)}").replace(
+        f"deadline = {DEADLINE:g}", f"deadline = {MIXED_DEADLINE:g}"
+    )
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    assert run.code == 1, run.stdout
+    body = only_body(github_mock)
+    assert "Review unavailable" in body and "No route served." in body
+    report = run.report
+    assert report is not None and report["decision"] == "unavailable"
+    for fault in FAULTS:
+        row = table_row(body, fault.account, fault.model)
+        assert row["served"] == "" and row["preflight"] == fault.status, row
+    # every route that could still be tried was tried, the timeline says how each one failed:
+    # serving-phase faults (their probe passed), and deferred routes free before the deadline
+    # (a 429 asking for ~30 s must not hold them up: the run ends by exhaustion, not deadline)
+    for fault in FAULTS:
+        if fault.phase is not None:
+            assert_names_fault(body, report, fault)
+    assert report["stopped"] == "exhausted", report["stopped"]
+    assert "app/export.py" in body  # the file is listed as not reviewed, with the reason
+    (file,) = report["files"]
+    assert file["status"] == "skipped" and "no route could review it" in file["reason"]
+    assert_within_deadline(run, MIXED_DEADLINE)
+
+
+def test_a_long_retry_after_does_not_hold_up_a_route_free_now(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
+) -> None:
+    # both routes are deferred by their probe; the first in catalog order asks for 12 s (inside
+    # the 15 s deadline), the second gave a 503 with no hint and has recovered since
+    fleet = make_fleet(
+        fleet_accounts([], healthy=False, **{"a-limited": "429@12", "b-recovered": "503>healthy"})
+    )
+    head = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2")
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    assert run.code == 0, run.stdout
+    report = run.report
+    assert report is not None and report["decision"] == "request_changes"
+    assert report["served_by"]["agent_id"] == "b-recovered/vendor/b-recovered"
+    ((agent, started),) = [(a["agent_id"], a["started_s"]) for a in report["attempts"]]
+    assert agent == "b-recovered/vendor/b-recovered"
+    assert started < 6.0  # not after the other route's 12 s Retry-After (margin: half of it)
+    statuses = [r["status"] for r in report["readiness"]]
+    assert statuses == ["deferred", "deferred"]
+    assert_within_deadline(run)
+
+
+SHORT_DEADLINE = 6.0
+
+
+def test_the_deadline_bounds_a_pool_of_silent_routes(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
+) -> None:
+    # five unprobed routes that never answer: the deadline, not the pool, ends the run
+    stalls = [Fault(f"silent-{i}", "stall", "") for i in range(1, 6)]
+    fleet = make_fleet(fleet_accounts(stalls, healthy=False))
+    head = (
+        POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 0")
+        .replace("first_byte = 2", "first_byte = 4")
+        .replace("attempt = 3.5", "attempt = 5")
+        .replace(f"deadline = {DEADLINE:g}", f"deadline = {SHORT_DEADLINE:g}")
+    )
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    assert run.code == 1, run.stdout
+    report = run.report
+    assert report is not None and report["decision"] == "unavailable"
+    assert report["stopped"] == "deadline"
+    assert report["why"] == "no route produced a valid verdict before the deadline"
+    # in catalog order: one full first-byte wait, then (start-up permitting) a second one cut
+    # short by the deadline; the rest never tried, and said so
+    tried = [a["agent_id"] for a in report["attempts"]]
+    assert 1 <= len(tried) <= 2 and tried == [f.agent_id for f in stalls[: len(tried)]]
+    assert {a["outcome"] for a in report["attempts"]} == {"timeout"}
+    assert "bounded by the run deadline" in report["attempts"][-1]["detail"]
+    never = [r for r in report["readiness"] if "never tried" in r["detail"]]
+    assert [r["agent_id"] for r in never] == [f.agent_id for f in stalls[len(tried) :]]
+    body = only_body(github_mock)
+    assert "Review unavailable" in body and "before the deadline" in body
+    for fault in stalls:
+        assert table_row(body, fault.account, fault.model)["preflight"] == "unprobed"
+    assert_within_deadline(run, SHORT_DEADLINE)
+
+
+# --- a route that dies mid-review -------------------------------------------------------------
+
+
+def chunk_file(name: str, with_finding: bool) -> dict[str, Any]:
+    """A file big enough to be its own chunk at ``chunk_tokens = 256``."""
+    lines = [
+        f"value_{i} = compute_something_long(argument_{i}, other_argument_{i})" for i in range(9)
+    ]
+    if with_finding:
+        lines[4] = SHELL_LINE
+    patch = f"@@ -0,0 +1,{len(lines)} @@\n" + "\n".join(f"+{line}" for line in lines)
+    return api_file(name, "added", patch, len(lines), 0)
+
+
+CHUNK_FILES = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in range(1, 4)]
+
+
+#: How the dying route dies on its second request -> the outcome its attempt row shows.
+DEATHS = {"stall": "timeout", "cut@rst": "bad\\_reply", "503": "server\\_error"}
+
+
+@pytest.mark.parametrize("death_script", list(DEATHS))
+def test_route_dying_mid_review_fails_over_per_chunk(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, death_script: str
+) -> None:
+    # "a-dying" answers its probe and the first chunk, then dies; "b-backup" serves the rest.
+    fleet = make_fleet(
+        fleet_accounts(
+            [], healthy=False, **{"a-dying": f"healthy*2>{death_script}", "b-backup": "healthy"}
+        )
+    )
+    head = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2") + "chunk_tokens = 256\n"
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=CHUNK_FILES)
+    assert run.code == 0, run.stdout
+    report = run.report
+    assert report is not None
+    chunks = report["chunks"]
+    assert len(chunks) == 3, chunks
+    servers = [c["served_by"]["agent_id"] for c in chunks]
+    assert servers == [
+        "a-dying/vendor/a-dying",
+        "b-backup/vendor/b-backup",
+        "b-backup/vendor/b-backup",
+    ]
+    assert all(c["stopped"] == "served" for c in chunks)
+    attempts = [(a["agent_id"].split("/")[0], a["outcome"]) for a in report["attempts"]]
+    assert attempts[0] == ("a-dying", "ok")
+    assert attempts[1][0] == "a-dying" and attempts[1][1] != "ok"  # the death, on chunk 2
+    assert attempts[2:] == [("b-backup", "ok"), ("b-backup", "ok")]
+    # the dead route is out for the rest of the run: probe, chunk 1, chunk 2's failed attempt
+    assert len(fleet.chat_requests("a-dying")) == 3
+    assert report["decision"] == "request_changes" and report["stopped"] == "served"
+    assert all(f["status"] == "reviewed" for f in report["files"])
+    body = only_body(github_mock)
+    assert "Changes requested" in body and "app/part_2.py:5" in body
+    assert table_row(body, "a-dying", "vendor/a-dying")["served"] == "SERVED"
+    assert table_row(body, "b-backup", "vendor/b-backup")["served"] == "SERVED"
+    (death,) = [r for r in attempt_rows(body, "a-dying/vendor/a-dying") if r["outcome"] != "ok"]
+    assert death["outcome"] == DEATHS[death_script]
+    assert_within_deadline(run)
+
+
+def test_route_dying_mid_review_with_concurrent_chunks(
+    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
+) -> None:
+    # five chunks, three at a time over two ready routes: the dying route's second request
+    # stalls; that chunk (and every later one) is served by the backup, none is lost
+    fleet = make_fleet(
+        fleet_accounts(
+            [], healthy=False, **{"a-dying": "healthy*2>stall", "b-backup": "healthy@0.3"}
+        )
+    )
+    head = (
+        POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2").replace(
+            "concurrency = 1", "concurrency = 3"
+        )
+        + "chunk_tokens = 256\n"
+    )
+    files = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in range(1, 6)]
+    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=files)
+    assert run.code == 0, run.stdout
+    report = run.report
+    assert report is not None and report["decision"] == "request_changes"
+    assert [c["stopped"] for c in report["chunks"]] == ["served"] * 5
+    assert all(f["status"] == "reviewed" for f in report["files"])
+    failed = [a for a in report["attempts"] if a["outcome"] != "ok"]
+    assert [(a["agent_id"], a["outcome"], a["phase"]) for a in failed] == [
+        ("a-dying/vendor/a-dying", "timeout", "first_byte")
+    ]
+    by_route = [c["served_by"]["agent_id"] for c in report["chunks"]]
+    assert by_route.count("a-dying/vendor/a-dying") == 1  # before it died
+    assert len(fleet.chat_requests("a-dying")) == 3  # probe, one chunk, the stalled one
+    assert_within_deadline(run)
