@@ -55,6 +55,7 @@ def report(**over):
                 "http_status": None,
                 "first_byte_s": None,
                 "latency_s": 10.0,
+                "detail": "timeout in first_byte - no byte within 10s (no headers)",
             },
             {
                 "agent_id": "b/m2",
@@ -108,8 +109,12 @@ def test_comment_has_decision_findings_table_and_served_route():
     body = comment_markdown(report(), marker="<!-- m -->")
     assert body.startswith("<!-- m -->\n## relay-review: 🔴 Changes requested")
     assert f"/octo/app/blob/{'f' * 40}/src/app.py#L12" in body
-    assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | SERVED |" in body
-    assert "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 |  |" in body
+    assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | ready | SERVED |" in body
+    # the found column names the fault (the probe's detail, escaped)
+    assert (
+        "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 | "
+        "timeout in first\\_byte - no byte within 10s \\(no headers\\) |  |" in body
+    )
     assert "Files not reviewed (1 of 2)" in body and "binary" in body
     assert "Unverified findings (1)" in body
     assert "octo/policy@0123456789ab (resolved from main)" in body
@@ -165,9 +170,10 @@ def test_readiness_table_text_marks_served_route():
         "http",
         "first_byte_s",
         "latency_s",
+        "found",
         "served",
     ]
-    assert text.splitlines()[2].endswith("SERVED")
+    assert text.splitlines()[2].split()[-2:] == ["ready", "SERVED"]
 
 
 def test_md_code_never_carries_a_hidden_comment():
@@ -216,3 +222,25 @@ def test_bidi_controls_cannot_disguise_text():
     for out in (md_text("app/\u202eyp.htua"), md_code("a\u2066b\u2069")):
         assert not any(0x202A <= ord(c) <= 0x202E or 0x2066 <= ord(c) <= 0x2069 for c in out)
         assert "\ufffd" in out
+
+
+def test_found_names_a_serving_failure_before_the_probe():
+    r = report()
+    r["attempts"].insert(
+        0,
+        {
+            "agent_id": "a/m1",
+            "phase": "idle",
+            "outcome": "timeout",
+            "http_status": 200,
+            "elapsed_s": 5.0,
+            "started_s": 0.1,
+            "detail": "timeout in idle - no byte for 5s " + "x" * 300,
+        },
+    )
+    text = readiness_table(r["catalog"]["selected"], r["readiness"], r["served_by"], r["attempts"])
+    row = next(line for line in text.splitlines() if " m1 " in line)
+    assert "serving: timeout in idle - no byte for 5s" in row  # the later failure wins
+    assert "first_byte" not in row
+    assert row.rstrip().endswith("…")  # capped
+    assert len(row) < 300

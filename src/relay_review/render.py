@@ -61,12 +61,17 @@ def readiness_rows(
     catalog: Sequence[Mapping[str, Any]],
     readiness: Sequence[Mapping[str, Any]],
     served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+    attempts: Sequence[Mapping[str, Any]] = (),
 ) -> list[list[Any]]:
-    """One row per catalog route: priority, route, tier, preflight result, whether it served.
+    """One row per catalog route: priority, route, tier, preflight result, what was found,
+    whether it served.
 
     ``served_by`` is one route or, for a review in several chunks, every route that served one.
+    ``found`` names the fault: the route's last failed serving attempt (from ``attempts``), else
+    its probe's detail when the probe did not find it ready.
     """
     by_id = {r["agent_id"]: r for r in readiness}
+    failures = {a["agent_id"]: a for a in attempts if a.get("outcome") != "ok"}
     served = _served_ids(served_by)
     rows = []
     for c in catalog:
@@ -81,10 +86,26 @@ def readiness_rows(
                 r.get("http_status"),
                 r.get("first_byte_s"),
                 r.get("latency_s"),
+                _found(r, failures.get(c["agent_id"])),
                 "SERVED" if c["agent_id"] in served else "",
             ]
         )
     return rows
+
+
+#: Characters of the ``found`` column (a probe's or an attempt's detail, cut with ``…``).
+FOUND_CHARS = 140
+
+
+def _found(probe: Mapping[str, Any], failure: Mapping[str, Any] | None) -> str:
+    if failure is not None:
+        text = "serving: " + (failure.get("detail") or str(failure.get("outcome")))
+    elif probe.get("status", "unprobed") == "ready":
+        text = "ready"
+    else:
+        text = probe.get("detail") or "not probed"
+    text = " ".join(text.split())
+    return text if len(text) <= FOUND_CHARS else text[: FOUND_CHARS - 1] + "…"
 
 
 def _status(probe: Mapping[str, Any]) -> str:
@@ -104,6 +125,7 @@ READINESS_HEADER = (
     "http",
     "first_byte_s",
     "latency_s",
+    "found",
     "served",
 )
 ATTEMPT_HEADER = ("#", "start_s", "route", "for", "phase", "outcome", "http", "elapsed_s")
@@ -113,11 +135,12 @@ def readiness_table(
     catalog: Sequence[Mapping[str, Any]],
     readiness: Sequence[Mapping[str, Any]],
     served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
+    attempts: Sequence[Mapping[str, Any]] = (),
 ) -> str:
     """The selection and readiness table as aligned text."""
     if not catalog:
         return "No routes selected."
-    return align(READINESS_HEADER, readiness_rows(catalog, readiness, served_by))
+    return align(READINESS_HEADER, readiness_rows(catalog, readiness, served_by, attempts))
 
 
 def attempt_rows(attempts: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
@@ -316,7 +339,9 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     servers = chunk_servers or ([served] if served else [])
     rows = [
         [_md_cell(c) for c in row]
-        for row in readiness_rows(catalog, report.get("readiness") or [], servers)
+        for row in readiness_rows(
+            catalog, report.get("readiness") or [], servers, report.get("attempts") or []
+        )
     ]
     names = sorted({s["agent_id"] for s in servers})
     served_line = (

@@ -23,6 +23,7 @@ plus :data:`REVIEW_MARGIN_S` / :data:`RUN_MARGIN_S`, never on wall-clock speed.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -287,6 +288,11 @@ def attempt_rows(body: str, agent_id: str) -> list[dict[str, str]]:
     return [r for r in md_rows(body, "#") if r["route"] == md(agent_id)]
 
 
+def unescaped(cell: str) -> str:
+    """A Markdown cell's text as written before escaping (backslashes and U+200B removed)."""
+    return re.sub(r"\\(.)", r"\1", cell).replace("\u200b", "")
+
+
 def md(text: str) -> str:
     """How the comment escapes route names (only the characters these tests use)."""
     return text.replace("_", "\\_")
@@ -306,6 +312,7 @@ def assert_names_fault(
         a["detail"] for a in report["attempts"] if a["agent_id"] == fault.agent_id
     ]
     assert any(fault.detail in d for d in details), (fault.id, details)
+    assert fault.detail in unescaped(row["found"]), (fault.id, row)  # the table names it
     if fault.phase is not None and (served or fault.status == "ready"):
         attempts = attempt_rows(body, fault.agent_id)
         assert attempts, f"no attempt row for {fault.agent_id}"

@@ -50,7 +50,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(
-            readiness_table(report["catalog"]["selected"], report["readiness"], report["served_by"])
+            readiness_table(
+                report["catalog"]["selected"],
+                report["readiness"],
+                report["served_by"],
+                report["attempts"],
+            )
         )
         print()
         print(attempt_timeline(report["attempts"]))

@@ -55,7 +55,12 @@ def format_drill(result: dict) -> str:
     lines = [
         f"scenario {result['scenario']}: {result['description']}",
         "",
-        readiness_table(result["catalog"]["selected"], result["readiness"], result["served_by"]),
+        readiness_table(
+            result["catalog"]["selected"],
+            result["readiness"],
+            result["served_by"],
+            result["attempts"],
+        ),
         "",
         attempt_timeline(result["attempts"]),
         "",

@@ -663,7 +663,10 @@ def _publish(
 
     # room for the head line that upsert_sticky puts under the marker
     limit = MAX_BODY_CHARS - HEAD_LINE_CHARS
-    body = secrets.redact(comment_markdown(report, marker=MARKER, limit=limit))
+    # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
+    # after (the rendered text as a whole).
+    clean = secrets.redact_data(report)
+    body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
     try:
         author = resolve_author(gh, inputs.comment_author)
         sticky = upsert_sticky(
@@ -715,7 +718,7 @@ def _publish(
     if sticky.deleted:
         say(f"{sticky.deleted} duplicate sticky comments from a concurrent run deleted")
 
-    findings = report.get("findings") or []
+    findings = clean.get("findings") or []
     if inputs.inline_comments and findings:
         published.review = _post_line_comments(repo, event, findings, secrets)
     return published
