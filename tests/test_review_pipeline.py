@@ -11,6 +11,7 @@ from relay_review import pipeline
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.scenarios import (
+    REVIEW_DRILL_CHUNK_TOKENS,
     Scenario,
     discovery_for,
     drill_environ,
@@ -101,6 +102,33 @@ async def test_excluded_files_are_listed_not_dropped():
     assert files["app/settings.py"]["status"] == "skipped"
     assert "app/settings.py" in files["app/settings.py"]["reason"]
     assert all(f["path"] != "app/settings.py" for f in report["findings"])
+    assert report["partial"] == ""  # excluded on purpose: the review is not partial
+
+
+async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves():
+    # the liar's findings never verify: a full review by it approves (see above) ...
+    models = {"a": {"vendor/liar": "healthy@0.05"}}
+    report = await review_with(models, policy(chunk_tokens=REVIEW_DRILL_CHUNK_TOKENS, max_chunks=1))
+    files = {f["path"]: f for f in report["files"]}
+    assert [f["status"] for f in files.values()] == ["reviewed", "skipped"]
+    assert "more than 1 chunks" in files["app/settings.py"]["reason"]
+    # ... but no findings in half of a diff is no approval of the whole
+    assert report["findings"] == [] and report["decision"] == "comment"
+    assert report["partial"].startswith("1 of 2 files were left out although they have changed")
+    assert "never approves" in report["partial"]
+    from relay_review.render import comment_markdown
+
+    assert "> **Partial review:** 1 of 2 files were left out" in comment_markdown(report)
+
+
+async def test_a_chunk_no_route_could_serve_makes_the_review_partial():
+    # one route: it answers its probe and the first chunk, then stalls
+    models = {"a": {"vendor/liar": "healthy@0.05*2>stall"}}
+    pol = policy(chunk_tokens=REVIEW_DRILL_CHUNK_TOKENS, concurrency=1)
+    report = await review_with(models, pol)
+    served = [c["served_by"] is not None for c in report["chunks"]]
+    assert served == [True, False]
+    assert report["decision"] == "comment" and "1 of 2 files" in report["partial"]
 
 
 def test_review_cli_reads_stdin_and_exits_1_when_unavailable(tmp_path):

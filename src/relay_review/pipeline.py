@@ -205,6 +205,7 @@ async def review(
         "elapsed_s": 0.0,
         "stopped": "nothing to review",
         "why": "",
+        "partial": "",
     }
     if not plan.chunks:
         report.update(
@@ -237,6 +238,7 @@ async def review(
 
     async with session:
         results = await asyncio.gather(*(one(c) for c in plan.chunks))
+    left_out = {f.path for f in plan.files if f.left_out}  # changed, but not reviewed
     verified: list[list[Finding]] = []
     unverified: list[dict] = []
     summaries: list[str] = []
@@ -253,6 +255,7 @@ async def review(
             }
         )
         if not result.ok:
+            left_out.update(chunk.paths)
             for path in chunk.paths:
                 files[path] = {
                     "path": path,
@@ -291,9 +294,20 @@ async def review(
             else "every route failed or was ruled out",
         )
     else:
+        decision = decide(findings, allow_approve=r.allow_approve)
+        partial = ""
+        if left_out:
+            partial = (
+                f"{len(left_out)} of {len(plan.files)} files were left out although they have "
+                "changed lines (size limits or no route; they are listed with the reason)"
+            )
+            if decision == "approve":  # no findings in part of a diff is no approval of it
+                decision = "comment"
+                partial += "; a partial review never approves"
         report.update(
-            decision=decide(findings, allow_approve=r.allow_approve),
+            decision=decision,
             stopped="served" if len(served) == len(plan.chunks) else "partial",
             why="" if len(served) == len(plan.chunks) else "some chunks could not be reviewed",
+            partial=partial,
         )
     return report

@@ -297,6 +297,9 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         summary = _summary_md(raw)
         # the short form is cut before escaping, so never inside an escape
         short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
+        if report.get("partial"):
+            note = f"> **Partial review:** {md_text(report['partial'], 300)}.\n\n"
+            summary, short = note + summary, note + short
     sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")]
 
     if findings:

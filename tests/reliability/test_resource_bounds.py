@@ -117,5 +117,8 @@ def test_3000_files_20_mb_within_memory_budget_and_deadline(
     (body,) = posted_bodies(github_mock)
     assert len(body) <= 65_536
     assert f"{len(skipped)} files were not reviewed" in body
+    # most of the diff went unreviewed (max_chunks): said at the top, and never an approval
+    assert report["decision"] != "approve" and report["partial"]
+    assert "> **Partial review:** " in body.split("###")[0]
     assert json.loads((tmp_path / "run" / "workspace" / "relay-review-report.json").read_text())
     assert REPO in report["pull_request"]["repo"]

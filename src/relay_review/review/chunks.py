@@ -155,6 +155,9 @@ class FileReport(BaseModel):
     reason: str | None = None
     change: FileStatus
     old_path: str | None = None
+    #: Skipped although it has changed lines to review (a size limit), not by choice (an
+    #: exclude glob) or by nature (binary, no changed lines): a review without it is partial.
+    left_out: bool = False
 
 
 @dataclass
@@ -320,9 +323,14 @@ def plan_chunks(
     used: list[int] = []
     pieces_of: dict[int, list[int]] = {}  # file position -> chunk numbers (0-based)
 
-    def skip(pos: int, f: FileDiff, reason: str) -> None:
+    def skip(pos: int, f: FileDiff, reason: str, *, left_out: bool = False) -> None:
         reports[pos] = FileReport(
-            path=f.path, status="skipped", reason=reason, change=f.status, old_path=f.old_path
+            path=f.path,
+            status="skipped",
+            reason=reason,
+            change=f.status,
+            old_path=f.old_path,
+            left_out=left_out,
         )
 
     for pos, f in enumerate(index.files):
@@ -339,7 +347,7 @@ def plan_chunks(
         header = line_tokens(file_header(f)) + 1  # +1: the blank line between files
         units = _units(f, budget_tokens - header - _PART_TAG_TOKENS)
         if isinstance(units, str):
-            skip(pos, f, units)
+            skip(pos, f, units, left_out=True)
             continue
         total = header + sum(u.tokens for u in units)
         if chunks and used[-1] + total <= budget_tokens:
@@ -371,7 +379,7 @@ def plan_chunks(
         over = [pos for pos, where in pieces_of.items() if max(where) >= max_chunks]
         for pos in over:
             reason = f"not reviewed: the diff needs more than {max_chunks} chunks"
-            skip(pos, index.files[pos], reason)
+            skip(pos, index.files[pos], reason, left_out=True)
             del pieces_of[pos]
         dropped = set(over)
         chunks = [[p for p in c if p.pos not in dropped] for c in chunks[:max_chunks]]
