@@ -260,3 +260,16 @@ def test_readme_policy_example_is_valid_and_shows_the_defaults():
     for table in ("catalog", "discovery", "preflight", "serving"):
         assert getattr(policy, table) == getattr(defaults, table), f"README [{table}] drifted"
     assert policy.review.max_output_tokens == defaults.review.max_output_tokens
+
+
+def test_reliability_doc_names_only_tests_that_exist() -> None:
+    """docs/reliability.md maps each fault to a test: every test it names must exist."""
+    doc = (ROOT / "docs" / "reliability.md").read_text(encoding="utf-8")
+    named = set(re.findall(r"\b(test_[a-z0-9_]+)\b(?!\.py)", doc))
+    defined = {
+        m
+        for path in (ROOT / "tests").rglob("test_*.py")
+        for m in re.findall(r"^(?:async )?def (test_[a-z0-9_]+)\(", path.read_text("utf-8"), re.M)
+    }
+    assert len(named) > 40
+    assert named <= defined, sorted(named - defined)
