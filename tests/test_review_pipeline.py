@@ -246,3 +246,50 @@ async def test_response_format_sent_only_to_routes_that_declare_it():
     assert report["decision"] == "request_changes"
     assert served and all(r.body["response_format"]["type"] == "json_schema" for r in served)
     assert all("response_format" not in r.body for r in probes)
+
+
+async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
+    """GitHub omits ``patch`` for very large diffs: hiding a big file behind a small change
+    must not earn an approval. A binary file (0 additions and deletions) does not count."""
+    liar = {"a": {"vendor/liar": "healthy@0.05"}}
+    small = {
+        "filename": "README.md",
+        "status": "modified",
+        "additions": 1,
+        "deletions": 0,
+        "changes": 1,
+        "patch": "@@ -1 +1,2 @@\n # Title\n+One more line.",
+    }
+    binary = {
+        "filename": "logo.png",
+        "status": "added",
+        "additions": 0,
+        "deletions": 0,
+        "changes": 0,
+    }
+    hidden = {
+        "filename": "app/backdoor.py",
+        "status": "added",
+        "additions": 4000,
+        "deletions": 0,
+        "changes": 4000,
+    }
+    scenario = Scenario("t", "test", liar, healthy=None)
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        env = drill_environ(scenario)
+        clean = await pipeline.review(
+            DiffIndex.from_api_files([small, binary]), catalog, policy(), env
+        )
+        hiding = await pipeline.review(
+            DiffIndex.from_api_files([small, binary, hidden]), catalog, policy(), env
+        )
+        cut = await pipeline.review(
+            DiffIndex.from_api_files([small]), catalog, policy(), env, unlisted_files=2
+        )
+    assert clean["decision"] == "approve" and clean["partial"] == ""
+    assert hiding["decision"] == "comment"
+    assert hiding["partial"].startswith("1 of 3 files were left out")
+    assert cut["decision"] == "comment"
+    assert cut["partial"].startswith("2 of 3 files were left out")
+    assert "2 beyond the 3,000 files GitHub lists" in cut["partial"]

@@ -172,11 +172,13 @@ async def review(
     body: str | None = None,
     chat_fn: ChatFn | None = None,
     started_at: float | None = None,
+    unlisted_files: int = 0,
 ) -> dict[str, Any]:
     """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
 
     ``started_at`` (monotonic clock) is when the run's deadline started counting, if earlier
-    than now (the action starts it before discovery).
+    than now (the action starts it before discovery). ``unlisted_files``: files the PR changes
+    that ``index`` does not hold (the files API lists 3,000 at most); they make it partial.
     """
     r = policy.review
     started = time.monotonic() if started_at is None else started_at
@@ -296,10 +298,17 @@ async def review(
     else:
         decision = decide(findings, allow_approve=r.allow_approve)
         partial = ""
-        if left_out:
+        if left_out or unlisted_files:
+            total = len(plan.files) + unlisted_files
             partial = (
-                f"{len(left_out)} of {len(plan.files)} files were left out although they have "
-                "changed lines (size limits or no route; they are listed with the reason)"
+                f"{len(left_out) + unlisted_files} of {total} files were left out although "
+                "they have changed lines (size limits, no patch or no route; they are listed "
+                "with the reason"
+                + (
+                    f"; {unlisted_files} beyond the 3,000 files GitHub lists are not)"
+                    if unlisted_files
+                    else ")"
+                )
             )
             if decision == "approve":  # no findings in part of a diff is no approval of it
                 decision = "comment"

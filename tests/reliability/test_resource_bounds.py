@@ -19,7 +19,7 @@ from urllib.parse import parse_qs
 
 import pytest
 
-from action_harness import NUMBER, REPO, policy_toml, posted_bodies, run_action
+from action_harness import NUMBER, REPO, policy_toml, posted_bodies, pr_payload, run_action
 from github_mock import Exchange, MockGitHub
 from relay_review.drill import FaultFleet
 from relay_review.scenarios import drill_reply
@@ -84,10 +84,12 @@ def test_3000_files_20_mb_within_memory_budget_and_deadline(
         f"deadline = {DEADLINE_S}\n"
     )
     policy = policy_toml(reviewers, "alpha", "beta", head=head)
+    # the PR changes 3,100 files; GitHub lists 3,000 of them
     run = run_action(
         tmp_path / "run",
         github_mock,
         {"policy": policy},
+        payload=pr_payload(changed_files=3100),
         env_extra={"FAKE_FLEET_API_KEY": "sk-scale-alpha-0123456789"},
         measure_memory=True,
         timeout=DEADLINE_S + 120,
@@ -119,6 +121,8 @@ def test_3000_files_20_mb_within_memory_budget_and_deadline(
     assert f"{len(skipped)} files were not reviewed" in body
     # most of the diff went unreviewed (max_chunks): said at the top, and never an approval
     assert report["decision"] != "approve" and report["partial"]
+    assert "100 beyond the 3,000 files GitHub lists" in report["partial"]
+    assert "the pull request changes 3100 files; GitHub lists 3000" in run.stdout
     assert "> **Partial review:** " in body.split("###")[0]
     assert json.loads((tmp_path / "run" / "workspace" / "relay-review-report.json").read_text())
     assert REPO in report["pull_request"]["repo"]

@@ -287,6 +287,11 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
         files = list_files(repo, event.number)
         index = DiffIndex.from_api_files(files)
         say(f"{len(files)} files, {len(index)} commentable lines")
+        if (event.changed_files or 0) > len(files):
+            actions.warning(
+                f"relay-review: the pull request changes {event.changed_files} files; GitHub "
+                f"lists {len(files)}: the rest cannot be reviewed (the review is partial)"
+            )
         actions.log_untrusted("\n".join(f"  {f['status']}: {f['filename']}" for f in files))
     with actions.group("relay-review: review"):
         with actions.stop_commands():  # attempt lines carry provider error texts
@@ -299,6 +304,7 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
                     title=event.title,
                     body=event.body,
                     started_at=started,
+                    unlisted_files=max(0, (event.changed_files or 0) - len(files)),
                 )
             )
         _log_review(report)

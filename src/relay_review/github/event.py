@@ -45,6 +45,8 @@ class PullRequestEvent(BaseModel):
     title: str
     body: str
     html_url: str | None = None
+    #: How many files the PR changes, as the payload says (the files API lists 3,000 at most).
+    changed_files: int | None = None
 
     @property
     def owner(self) -> str:
@@ -95,6 +97,7 @@ class _PullRequest(BaseModel):
     body: str | None = None
     author_association: str
     html_url: str | None = None
+    changed_files: int | None = None
     user: _User
     base: _Branch
     head: _Branch
@@ -147,6 +150,7 @@ def parse_event(
         title=scrub_text(pr.title),
         body=scrub_text(pr.body or ""),
         html_url=pr.html_url,
+        changed_files=pr.changed_files,
     )
 
 

@@ -339,7 +339,7 @@ def plan_chunks(
             skip(pos, f, f"excluded by pattern {pattern!r}")
             continue
         if f.skip_reason:
-            skip(pos, f, f.skip_reason)
+            skip(pos, f, f.skip_reason, left_out=f.left_out)
             continue
         if f.status == "deleted" and not include_deleted:
             skip(pos, f, "deleted file (deleted files are not reviewed)")

@@ -106,13 +106,16 @@ class Hunk:
 
 @dataclass(slots=True)
 class FileDiff:
-    """One file of the diff. ``skip_reason`` is set when the file has nothing reviewable."""
+    """One file of the diff. ``skip_reason`` is set when the file has nothing reviewable;
+    ``left_out`` when it has changed lines that could not be shown (the API sent no patch for a
+    file with additions or deletions, or the patch could not be parsed)."""
 
     path: str
     old_path: str | None
     status: FileStatus
     hunks: list[Hunk] = field(default_factory=list)
     skip_reason: str | None = None
+    left_out: bool = False
 
     @property
     def additions(self) -> int:
@@ -432,6 +435,7 @@ def _parse_git_section(section: str) -> list[FileDiff]:
             old_path=old if old != path else None,
             status="modified",
             skip_reason=reason,
+            left_out=True,
         )
     ]
 
@@ -473,12 +477,15 @@ def _file_from_api(entry: Mapping[str, Any] | Any) -> FileDiff:
             "changed",
         )
         record.skip_reason = REASON_NO_CHANGES if pure else REASON_NO_PATCH
+        # binary files count 0 additions and deletions; a text file too large for a patch not
+        record.left_out = bool(_get(entry, "additions") or _get(entry, "deletions"))
         return record
     body = _decode(patch)
     try:
         patched = list(_patchset("--- a/f\n+++ b/f\n" + body))
     except Exception as exc:  # hostile input: any parser failure skips this file, with reason
         record.skip_reason = f"patch could not be parsed: {_short(str(exc), 120)}"
+        record.left_out = True
         return record
     record.hunks = _convert_hunks(patched[0]) if patched else []
     if not any(h.lines for h in record.hunks):
