@@ -326,6 +326,8 @@ class _Fault:
     apply: bool
     times: int | None
     token: str | None
+    #: Matching operations to let through before this fault strikes.
+    after: int = 0
 
     def matches(self, op: OverlayOp) -> bool:
         return (
@@ -407,9 +409,11 @@ class CommentsOverlay:
         apply: bool = False,
         times: int | None = 1,
         token: str | None = None,
+        after: int = 0,
     ) -> None:
         """Answer the next ``times`` ``kind`` operations with ``status`` and JSON ``body``
-        (``status=None``: the normal answer, e.g. only late).
+        (``status=None``: the normal answer, e.g. only late), once ``after`` of them have been
+        answered normally.
 
         ``apply``: the operation still takes effect (the worst case of a 5xx on a write).
         ``delay``: seconds before answering (a client with a shorter timeout gives up while the
@@ -418,7 +422,7 @@ class CommentsOverlay:
         """
         with self._lock:
             self._faults.append(
-                _Fault(kind, status, body, headers or {}, delay, apply, times, token)
+                _Fault(kind, status, body, headers or {}, delay, apply, times, token, after)
             )
 
     def comments(self, repo: str | None = None, number: int | None = None) -> list[StoredComment]:
@@ -471,6 +475,9 @@ class CommentsOverlay:
         template = exchange.json
         with self._lock:
             fault = next((f for f in self._faults if f.matches(op)), None)
+            if fault is not None and fault.after > 0:
+                fault.after -= 1
+                fault = None
             if fault is not None and fault.times is not None:
                 fault.times -= 1
             status, answer = 200, None

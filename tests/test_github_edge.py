@@ -286,6 +286,10 @@ def test_wait_budget_respects_cap_and_deadline() -> None:
     import time
 
     assert WaitBudget(max_wait=5).allows(5) and not WaitBudget(max_wait=5).allows(5.1)
+    # max_wait bounds all waits together, not each one
+    assert WaitBudget(max_wait=60).allows(10, already=50)
+    assert not WaitBudget(max_wait=60).allows(11, already=50)
+    assert "with 50 s waited already" in WaitBudget(max_wait=60).describe(11, already=50)
     soon = WaitBudget(max_wait=60, deadline=time.monotonic() + 10, reserve=2)
     assert soon.allows(7) and not soon.allows(9)  # 9 s + a 2 s request would pass the deadline
     assert "the run's deadline leaves" in soon.describe(9)

@@ -208,6 +208,28 @@ def test_rate_limit_beyond_the_bound_is_reported(
     assert run.outputs["comment-url"] == "" and run.outputs["decision"] == "request_changes"
 
 
+@pytest.mark.parametrize("status", [403, 502], ids=["rate-limited", "bad-gateway"])
+def test_a_failed_check_after_posting_still_reports_the_comment(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, status: int
+) -> None:
+    """The comment landed; the re-list that looks for a concurrent run's comment fails (a
+    rate limit GitHub often sends right after a write, or a 502): the run reports the posted
+    comment, warns that convergence was not checked, and exits 0."""
+    overlay = github_mock.comments_overlay(SHA)
+    headers = {"retry-after": "120"} if status == 403 else {}
+    body = SECONDARY if status == 403 else {"message": "Bad gateway"}
+    overlay.fault("list", status, body, headers, after=1, times=None)
+    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    assert run.code == 0, run.stdout
+    (comment,) = _ours(overlay)
+    assert overlay.kinds().count("create") == 1
+    assert run.report is not None and run.report["github"]["not_posted"] is None
+    assert run.report["github"]["comment_action"] == "created"
+    assert run.outputs["comment-url"].endswith(str(comment.id))
+    assert "checking for a concurrent run's comment failed" in run.stdout
+    assert "Not posted" not in run.summary
+
+
 def test_rate_limit_past_the_run_deadline_is_reported(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:

@@ -151,19 +151,21 @@ class WaitBudget:
         """Seconds left before the deadline (``None``: no deadline)."""
         return None if self.deadline is None else self.deadline - time.monotonic()
 
-    def allows(self, wait: float) -> bool:
-        """Whether waiting ``wait`` seconds, then one request, fits the cap and the deadline."""
-        if wait > self.max_wait:
+    def allows(self, wait: float, already: float = 0.0) -> bool:
+        """Whether waiting ``wait`` seconds, then one request, fits the cap (with the ``already``
+        seconds waited this run: ``max_wait`` bounds all waits together) and the deadline."""
+        if already + wait > self.max_wait:
             return False
         left = self.remaining()
         return left is None or wait + self.reserve <= left
 
-    def describe(self, wait: float) -> str:
+    def describe(self, wait: float, already: float = 0.0) -> str:
         """Why ``wait`` does not fit, in words for the log and the comment-less summary."""
         left = self.remaining()
         parts = [f"GitHub asked to wait {wait:.0f} s"]
-        if wait > self.max_wait:
-            parts.append(f"more than github.max_wait ({self.max_wait:g} s)")
+        if already + wait > self.max_wait:
+            spent = f" with {already:.0f} s waited already" if already else ""
+            parts.append(f"more than github.max_wait ({self.max_wait:g} s){spent}")
         if left is not None and wait + self.reserve > left:
             parts.append(f"the run's deadline leaves {max(left, 0.0):.0f} s")
         return "; ".join(parts)

@@ -17,7 +17,11 @@ Writes, each tried at most twice and each bounded by the client's request timeou
 * a **rate limit** (403/429 with ``retry-after`` or ``x-ratelimit-*``, or a "secondary rate
   limit" message; see :func:`~relay_review.github.client.rate_limit_wait`) is waited out and the
   call tried once more only when the wait fits the :class:`~relay_review.github.client.WaitBudget`
-  (``github.max_wait`` and the run's deadline); else :class:`GitHubRateLimited` is raised.
+  (``github.max_wait`` for all waits of the upsert together, and the run's deadline); else
+  :class:`GitHubRateLimited` is raised.
+
+Once our comment is posted, a failure of the follow-up checks (the re-list, a head read, a
+delete while converging) is logged and the posted comment reported: the verdict is on the PR.
 
 Concurrent runs. GitHub has no compare-and-swap on comments, so convergence is built from the
 head SHA each verdict is for, written on the comment's second line (``<!-- relay-review:head
@@ -221,10 +225,10 @@ class _Sticky:
             except GithubException as exc:
                 wait = rate_limit_wait(exc)
                 if wait is not None:
-                    if attempt == 2 or not self.budget.allows(wait):
+                    if attempt == 2 or not self.budget.allows(wait, self.waited):
                         raise GitHubRateLimited(
                             f"cannot {what}: rate limited (HTTP {exc.status}); "
-                            f"{self.budget.describe(wait)}",
+                            f"{self.budget.describe(wait, self.waited)}",
                             status=exc.status,
                             retry_after=wait,
                         ) from None
@@ -387,9 +391,16 @@ class _Sticky:
                 return self.converge(ours, mine)
             made = self.create(last=True)
         mine = made.id
-        ours = self.list()
-        if len(ours) > 1 or (ours and all(c.id != mine for c in ours)):
-            return self.converge(ours, mine)  # a race; or a newer run already removed ours
+        try:
+            ours = self.list()
+            if len(ours) > 1 or (ours and all(c.id != mine for c in ours)):
+                return self.converge(ours, mine)  # a race; or a newer run already removed ours
+        except GitHubEdgeError as exc:  # GitHubRateLimited too: the comment is posted already
+            log.warning(
+                "the sticky comment is posted, but checking for a concurrent run's comment "
+                "failed (%s); any duplicate is left for the next run to converge",
+                exc,
+            )
         return self.result("created", (made.id, made.html_url))
 
 
