@@ -63,3 +63,9 @@ def test_a_key_with_a_backslash_is_still_found():
     key = "ab\\cdefgh-0123456789"
     assert redact(f"x {key} y", [key]) == "x *** y"
     assert redact(f"x {key[:9]}…", [key]) == "x ***…"
+
+
+def test_a_false_start_overlapping_the_key_does_not_hide_it():
+    # found by an audit: a non-overlapping search resumed past the real key's start
+    assert redact("Bearer sk-sk-sk-sk-Q7v9Lm2Xp4", ["sk-sk-sk-Q7v9Lm2Xp4"]) == "Bearer sk-***"
+    assert redact("see ababababababXYZ123456 end", ["abababXYZ123456"]) == "see ababab*** end"

@@ -185,6 +185,8 @@ def test_md_text_breaks_issue_references_but_not_other_hashes():
     out = md_text("fixes #12, org/repo#3 and C# ##[x]")
     assert "\\#\u200b12" in out and "repo\\#\u200b3" in out
     assert "C\\# " in out and "\\#\\#\\[x\\]" in out
+    # GitHub's other form, GH-12 (any case), found by an audit; GHX-1 is no reference
+    assert md_text("see GH-1, gh-22 and GHX-3") == "see GH\u200b-1, gh\u200b-22 and GHX-3"
 
 
 def test_md_text_escapes_math_delimiters():

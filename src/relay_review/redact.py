@@ -59,12 +59,12 @@ def redact_data(data: object, secrets: Iterable[str], replacement: str = REPLACE
 
 @functools.lru_cache(maxsize=256)
 def _head(secret: str) -> re.Pattern[str]:
-    """The secret's first :data:`MIN_SECRET_CHARS` characters, each maybe escaped."""
-    return re.compile(
-        "".join(
-            f"{re.escape(_ESCAPE)}?{re.escape(c)}{_ZERO_WIDTH}?" for c in secret[:MIN_SECRET_CHARS]
-        )
+    """The secret's first :data:`MIN_SECRET_CHARS` characters, each maybe escaped, found at
+    every position (a lookahead: a false start overlapping the real key cannot hide it)."""
+    head = "".join(
+        f"{re.escape(_ESCAPE)}?{re.escape(c)}{_ZERO_WIDTH}?" for c in secret[:MIN_SECRET_CHARS]
     )
+    return re.compile(f"(?=({head}))")
 
 
 def _appearances(text: str, secret: str) -> Iterator[tuple[int, int]]:
@@ -73,7 +73,7 @@ def _appearances(text: str, secret: str) -> Iterator[tuple[int, int]]:
         return  # the common case, cheaply
     last_end = 0
     for match in _head(secret).finditer(text):
-        start, i, n = match.start(), match.end(), MIN_SECRET_CHARS
+        start, i, n = match.start(), match.end(1), MIN_SECRET_CHARS
         if start < last_end:
             continue
         while n < len(secret) and i < len(text):

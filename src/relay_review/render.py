@@ -189,6 +189,8 @@ _MD_SPECIAL = str.maketrans(
 
 #: An issue or pull-request reference (``#12``, ``org/repo#12``) once ``#`` is escaped.
 _ISSUE_REF = re.compile(r"\\#(?=\w)")
+#: GitHub's other issue-reference form, ``GH-12``.
+_GH_REF = re.compile(r"\b(GH)-(?=\d)", re.IGNORECASE)
 
 
 def md_text(value: Any, limit: int = 1000) -> str:
@@ -198,15 +200,15 @@ def md_text(value: Any, limit: int = 1000) -> str:
     the result up to 5 times longer (``&`` -> ``&amp;``). ``<`` is escaped, so no HTML, no
     hidden comment and no marker can start; every ``@`` is followed by U+200B, so no
     ``@user`` or ``@org/team`` mention can ping anyone; autolinks (``://``, ``www.``) and
-    issue references (``#12``) are broken the same way, so hostile text makes no live link
-    and no cross-reference event; bidirectional controls become U+FFFD (no text displayed
-    reversed, as in "Trojan Source").
+    issue references (``#12``, ``GH-12``) are broken the same way, so hostile text makes no
+    live link and no cross-reference event; bidirectional controls become U+FFFD (no text
+    displayed reversed, as in "Trojan Source").
     """
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
     text = text.translate(_MD_SPECIAL).replace("@", "@\u200b")
-    text = _ISSUE_REF.sub("\\#\u200b", text)
+    text = _GH_REF.sub("\\1\u200b-", _ISSUE_REF.sub("\\#\u200b", text))
     return text.replace("://", ":\u200b//").replace("www.", "www\u200b.")
 
 

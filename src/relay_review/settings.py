@@ -150,7 +150,10 @@ class GitHubPolicy(_Section):
     """``[github]``: the bounds of every GitHub API call (the edge that posts the verdict)."""
 
     timeout: float = _opt(
-        30.0, "a number of seconds > 0 and at most 300 (one GitHub request)", le=300, **_SECONDS
+        30.0,
+        "a number of seconds > 0 and at most 300 (a GitHub connect or read)",
+        le=300,
+        **_SECONDS,
     )
     max_wait: float = _opt(
         60.0,
