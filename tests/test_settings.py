@@ -478,3 +478,17 @@ def test_suffix_round_trips_through_policy_defaults(suffix: str) -> None:
     [declared] = resolve_accounts(policy, {})
     assert declared.api_key_env == env_account.api_key_env
     assert declared.base_url == env_account.base_url
+
+
+def test_rules_across_keys_apply_to_the_merged_layers(tmp_path):
+    """One layer may set serving.attempt above the default deadline when another layer raises
+    the deadline (found by an audit); the merged policy is still checked."""
+    from relay_review.settings import load_policy
+
+    pinned = tmp_path / "pinned.toml"
+    pinned.write_text("[serving]\ndeadline = 1200\n")
+    policy = load_policy(pinned, text="[serving]\nattempt = 700\n")
+    assert (policy.serving.attempt, policy.serving.deadline) == (700, 1200)
+    pinned.write_text("[serving]\ndeadline = 500\n")
+    with pytest.raises(UsageError, match=r"serving\.attempt = 700 is not allowed"):
+        load_policy(pinned, text="[serving]\nattempt = 700\n")

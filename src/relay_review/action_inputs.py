@@ -113,8 +113,9 @@ def _token(value: str) -> str:
 
 
 def _policy(value: str) -> str:
-    """The inline policy, checked on its own before any request (errors name the input)."""
-    validate_policy_data(parse_toml(value, INLINE_POLICY), INLINE_POLICY)
+    """The inline policy, checked on its own before any request (errors name the input); rules
+    across keys wait for the merged policy (a pinned file may set the other key)."""
+    validate_policy_data(parse_toml(value, INLINE_POLICY), INLINE_POLICY, layer=True)
     return value
 
 

@@ -217,7 +217,7 @@ def load_policy(
     if not parts:
         return Policy()
     for source, data in parts:
-        validate_policy_data(data, source)
+        validate_policy_data(data, source, layer=len(parts) > 1)
     merged: dict[str, Any] = {}
     for _, data in parts:
         merged = merge_policy_data(merged, data)
@@ -241,13 +241,19 @@ def merge_policy_data(base: Mapping[str, Any], override: Mapping[str, Any]) -> d
     return merged
 
 
-def validate_policy_data(data: Mapping[str, Any], source: str) -> Policy:
-    """Validate parsed TOML as a :class:`Policy`; the first problem becomes one UsageError."""
+def validate_policy_data(data: Mapping[str, Any], source: str, *, layer: bool = False) -> Policy:
+    """Validate parsed TOML as a :class:`Policy`; the first problem becomes one UsageError.
+
+    ``layer``: ``data`` is one layer of several (a pinned file, the inline policy): every key
+    and value is checked, but rules across keys (``serving.attempt <= serving.deadline``) wait
+    for the merged policy, where another layer may set the other key.
+    """
     try:
         policy = Policy.model_validate(dict(data))
     except ValidationError as exc:
         raise UsageError(_explain(exc, source)) from None
-    _check_consistency(policy, source)
+    if not layer:
+        _check_consistency(policy, source)
     return policy
 
 

@@ -474,7 +474,7 @@ def resolve_policy(
             provenance += " + inline policy"
     merged: dict[str, Any] = {}
     for name, data in layers:
-        validate_policy_data(data, name)
+        validate_policy_data(data, name, layer=True)  # cross-key rules: on the merged policy
         merged = merge_policy_data(merged, data)
     overrides = inputs.policy_overrides()  # validated as inputs already; checked merged below
     if overrides:
