@@ -402,7 +402,8 @@ def comment_markdown(
         if shortened:
             parts.insert(
                 -1,
-                f"_Shortened to fit GitHub's {limit:,}-character limit: {', '.join(shortened)}. "
+                f"_Shortened to fit GitHub's size limit ({limit:,} characters here): "
+                f"{', '.join(shortened)}. "
                 "The full report is in the workflow's JSON report._",
             )
         return (marker + "\n" if marker else "") + "\n\n".join(parts) + "\n"
