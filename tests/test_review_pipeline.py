@@ -33,11 +33,13 @@ def policy(**review) -> Policy:
     return p.model_copy(update={"review": p.review.model_copy(update=review)})
 
 
-async def review_with(models: dict[str, dict[str, str]], pol: Policy, **kw) -> dict:
+async def review_with(
+    models: dict[str, dict[str, str]], pol: Policy, index: DiffIndex = INDEX, **kw
+) -> dict:
     scenario = Scenario("t", "test", models, healthy=None)
     async with fleet_for(scenario, reply=drill_reply) as fleet:
         catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        return await pipeline.review(INDEX, catalog, pol, drill_environ(scenario), **kw)
+        return await pipeline.review(index, catalog, pol, drill_environ(scenario), **kw)
 
 
 def assert_cites_real_changed_lines(findings):
@@ -274,19 +276,10 @@ async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
         "deletions": 0,
         "changes": 4000,
     }
-    scenario = Scenario("t", "test", liar, healthy=None)
-    async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        env = drill_environ(scenario)
-        clean = await pipeline.review(
-            DiffIndex.from_api_files([small, binary]), catalog, policy(), env
-        )
-        hiding = await pipeline.review(
-            DiffIndex.from_api_files([small, binary, hidden]), catalog, policy(), env
-        )
-        cut = await pipeline.review(
-            DiffIndex.from_api_files([small]), catalog, policy(), env, unlisted_files=2
-        )
+    api = DiffIndex.from_api_files
+    clean = await review_with(liar, policy(), api([small, binary]))
+    hiding = await review_with(liar, policy(), api([small, binary, hidden]))
+    cut = await review_with(liar, policy(), api([small]), unlisted_files=2)
     assert clean["decision"] == "approve" and clean["partial"] == ""
     assert hiding["decision"] == "comment"
     assert hiding["partial"].startswith("1 of 3 files were left out")

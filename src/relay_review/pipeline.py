@@ -299,17 +299,14 @@ async def review(
         decision = decide(findings, allow_approve=r.allow_approve)
         partial = ""
         if left_out or unlisted_files:
-            total = len(plan.files) + unlisted_files
             partial = (
-                f"{len(left_out) + unlisted_files} of {total} files were left out although "
-                "they have changed lines (size limits, no patch or no route; they are listed "
-                "with the reason"
-                + (
-                    f"; {unlisted_files} beyond the 3,000 files GitHub lists are not)"
-                    if unlisted_files
-                    else ")"
-                )
+                f"{len(left_out) + unlisted_files} of {len(plan.files) + unlisted_files} files "
+                "were left out although they have changed lines (size limits, no patch or no "
+                "route; they are listed with the reason"
             )
+            if unlisted_files:
+                partial += f"; {unlisted_files} beyond the 3,000 files GitHub lists are not"
+            partial += ")"
             if decision == "approve":  # no findings in part of a diff is no approval of it
                 decision = "comment"
                 partial += "; a partial review never approves"

@@ -22,8 +22,9 @@ Exit codes:
       or malformed event payload
 ====  =========================================================================================
 
-GitHub calls: the client is rebuilt with the policy's ``github.timeout`` (per request) once the
-policy is known; a rate-limit wait is bounded by ``github.max_wait`` and the run's deadline.
+GitHub calls: the client is rebuilt with the policy's ``github.timeout`` (each connect and read)
+once the policy is known; rate-limit waits are bounded by ``github.max_wait`` (all together) and
+the run's deadline.
 
 Secrets: the token input and every variable named ``*API_KEY*`` are masked (``::add-mask::``)
 before anything else is written; key variables named by the policy are masked as soon as the
@@ -182,7 +183,7 @@ class _OneLine(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = message.replace("\r", "\\r").replace("\n", "\\n").replace("##[", "#\u200b#[")
+        cleaned = actions.break_legacy_commands(message.replace("\r", "\\r").replace("\n", "\\n"))
         if cleaned != message:
             record.msg = cleaned
             record.args = None
@@ -287,7 +288,8 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
         files = list_files(repo, event.number)
         index = DiffIndex.from_api_files(files)
         say(f"{len(files)} files, {len(index)} commentable lines")
-        if (event.changed_files or 0) > len(files):
+        unlisted = max(0, (event.changed_files or 0) - len(files))  # GitHub lists 3,000 at most
+        if unlisted:
             actions.warning(
                 f"relay-review: the pull request changes {event.changed_files} files; GitHub "
                 f"lists {len(files)}: the rest cannot be reviewed (the review is partial)"
@@ -304,7 +306,7 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
                     title=event.title,
                     body=event.body,
                     started_at=started,
-                    unlisted_files=max(0, (event.changed_files or 0) - len(files)),
+                    unlisted_files=unlisted,
                 )
             )
         _log_review(report)

@@ -50,12 +50,18 @@ def escape_property(value: str) -> str:
 _LEADING_COMMAND = re.compile(r"^(\s*)::")
 
 
+def break_legacy_commands(text: str) -> str:
+    """``text`` with every legacy ``##[`` command start broken by a U+200B (the runner honours
+    that form anywhere in a line)."""
+    return text.replace("##[", "#\u200b#[")
+
+
 def inert_line(text: str) -> str:
     """``text`` as one log line the runner cannot take for a command, for lines written
     outside a :func:`stop_commands` block: CR/LF become spaces, a ``::`` that starts the line
     (after whitespace, which the runner trims) and every legacy ``##[`` get a U+200B inside
     (not whitespace to the runner), and lone surrogates become ``?``."""
-    line = text.replace("\r", " ").replace("\n", " ").replace("##[", "#\u200b#[")
+    line = break_legacy_commands(text.replace("\r", " ").replace("\n", " "))
     return _encodable(_LEADING_COMMAND.sub("\\1\u200b::", line))
 
 

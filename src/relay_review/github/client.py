@@ -10,17 +10,18 @@ asks for, and :class:`WaitBudget` says whether it fits the policy's cap and the 
 
 from __future__ import annotations
 
-import email.utils
 import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from typing import Any
 
 from github import Auth, Github, GithubException, RateLimitExceededException
 from urllib3.util.retry import Retry
 
 from relay_review import __version__
+from relay_review.providers.chat import parse_retry_after
 
 DEFAULT_API_URL = "https://api.github.com"
 #: HTTP statuses worth one more try of a *read*.
@@ -88,19 +89,6 @@ def _headers(exc: GithubException) -> dict[str, str]:
     return {str(k).lower(): str(v) for k, v in raw.items()}
 
 
-def _seconds(value: str, now: float) -> float | None:
-    """``Retry-After`` as seconds: a number, or an HTTP-date."""
-    try:
-        return max(0.0, float(value))
-    except ValueError:
-        pass
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError):
-        return None
-    return max(0.0, when.timestamp() - now)
-
-
 def rate_limit_wait(exc: GithubException, now: float | None = None) -> float | None:
     """Seconds GitHub asks us to wait when ``exc`` is a rate limit, else ``None``.
 
@@ -126,7 +114,7 @@ def rate_limit_wait(exc: GithubException, now: float | None = None) -> float | N
     ):
         return None
     if "retry-after" in headers:
-        wait = _seconds(headers["retry-after"], now)
+        wait = parse_retry_after(headers["retry-after"], now=datetime.fromtimestamp(now, UTC))
         if wait is not None:
             return wait
     if exhausted and "x-ratelimit-reset" in headers:

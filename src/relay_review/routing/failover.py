@@ -3,9 +3,9 @@
 Order of service: **ready** routes (by priority) -> **unprobed** routes (by priority; the real
 request is their probe) -> **deferred** routes (only those whose ``retry_after`` ends before the
 run deadline; the one free soonest first, then by priority) -> never ``timeout`` or ``rejected``
-routes. While probes are still in flight and no
-route is ready, the loop waits for the next probe result (never longer than the deadline); as soon
-as one route is ready it is served, whatever other probes are doing.
+routes. While probes are still in flight and no route is ready, the loop waits for the next probe
+result (never longer than the deadline); as soon as one route is ready it is served, whatever
+other probes are doing.
 
 After a failed attempt the route is out for the rest of the run (no timed re-admission: a breaker
 that re-admitted a stalled route every 30 s let it back in 29 times in one run). An auth or payment
