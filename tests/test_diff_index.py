@@ -498,3 +498,38 @@ def test_megabyte_line_and_invalid_bytes_are_indexed_and_skipped_by_size() -> No
     plan = plan_chunks(index, 8000)
     assert not plan.chunks
     assert plan.files[0].status == "skipped" and "too large" in (plan.files[0].reason or "")
+
+
+def test_changes_no_model_can_be_shown_are_left_out() -> None:
+    """A binary, a file without a patch and a duplicate entry change content no model sees; a
+    pure rename (no patch, 0 changes) changes nothing."""
+    api = DiffIndex.from_api_files(
+        [
+            {"filename": "lib/x.so", "status": "added", "additions": 0, "deletions": 0},
+            {"filename": "big.sql", "status": "modified", "additions": 9000, "deletions": 1},
+            {
+                "filename": "docs/new.md",
+                "previous_filename": "docs/old.md",
+                "status": "renamed",
+                "changes": 0,
+            },
+            {"filename": "a.py", "status": "modified", "patch": "@@ -1 +1 @@\n-a\n+b"},
+        ]
+    )
+    assert {f.path: f.left_out for f in api.files} == {
+        "lib/x.so": True,
+        "big.sql": True,
+        "docs/new.md": False,
+        "a.py": False,
+    }
+    git = DiffIndex.from_diff(
+        "diff --git a/x.so b/x.so\nnew file mode 100644\nindex 0000000..1111111\n"
+        "Binary files /dev/null and b/x.so differ\n"
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+b\n"
+        "diff --git a/a.py b/a.py\n--- a/a.py\n+++ b/a.py\n@@ -1 +1 @@\n-a\n+evil\n"
+    )
+    assert [(f.path, f.left_out) for f in git.files] == [
+        ("x.so", True),
+        ("a.py", False),
+        ("a.py", True),
+    ]

@@ -191,8 +191,11 @@ def test_exclusions_are_reported() -> None:
     check_plan(index, plan)
     status = {f.path: (f.status, f.reason) for f in plan.files}
     assert status["src/main.py"] == ("reviewed", None)
-    assert status["vendor/github.com/x/y.go"] == ("skipped", "excluded by pattern 'vendor/**'")
-    assert status["web/yarn.lock"] == ("skipped", "excluded by pattern '*.lock'")
+    assert status["vendor/github.com/x/y.go"] == (
+        "skipped",
+        "excluded by a default pattern 'vendor/**'",
+    )
+    assert status["web/yarn.lock"] == ("skipped", "excluded by a default pattern '*.lock'")
     assert sum(1 for s, _ in status.values() if s == "skipped") == len(paths) - 1
     everything = plan_chunks(index, 1000, exclude=())
     assert all(f.status == "reviewed" for f in everything.files)

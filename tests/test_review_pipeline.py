@@ -104,7 +104,23 @@ async def test_excluded_files_are_listed_not_dropped():
     assert files["app/settings.py"]["status"] == "skipped"
     assert "app/settings.py" in files["app/settings.py"]["reason"]
     assert all(f["path"] != "app/settings.py" for f in report["findings"])
-    assert report["partial"] == ""  # excluded on purpose: the review is not partial
+    # the policy may exclude a file to save tokens, but its changes were not reviewed ...
+    assert files["app/settings.py"]["left_out"] is True
+    assert report["partial"].startswith("1 of 2 files change content no model was shown")
+
+
+async def test_an_exclusion_the_policy_trusts_does_not_make_the_review_partial():
+    models = {"a": {"vendor/liar": "healthy@0.05"}}  # its findings never verify
+    distrusted = await review_with(models, policy(exclude=["app/settings.py"]))
+    trusted = await review_with(
+        models, policy(exclude=["app/settings.py"], trusted_excludes=["app/*.py"])
+    )
+    assert distrusted["decision"] == "comment"
+    assert "a partial review never approves" in distrusted["partial"]
+    files = {f["path"]: f for f in trusted["files"]}
+    assert files["app/settings.py"]["left_out"] is False
+    assert "trusted by review.trusted_excludes 'app/*.py'" in files["app/settings.py"]["reason"]
+    assert trusted["partial"] == "" and trusted["decision"] == "approve"
 
 
 async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves():
@@ -116,11 +132,13 @@ async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves
     assert "more than 1 chunks" in files["app/settings.py"]["reason"]
     # ... but no findings in half of a diff is no approval of the whole
     assert report["findings"] == [] and report["decision"] == "comment"
-    assert report["partial"].startswith("1 of 2 files were left out although they have changed")
+    assert report["partial"].startswith("1 of 2 files change content no model was shown")
     assert "never approves" in report["partial"]
     from relay_review.render import comment_markdown
 
-    assert "> **Partial review:** 1 of 2 files were left out" in comment_markdown(report)
+    md = comment_markdown(report)
+    assert "> **Partial review:** 1 of 2 files change content no model was shown" in md
+    assert "> - `app/settings.py`: beyond limits: the diff needs more than 1 chunks" in md
 
 
 async def test_a_chunk_no_route_could_serve_makes_the_review_partial():
@@ -251,8 +269,9 @@ async def test_response_format_sent_only_to_routes_that_declare_it():
 
 
 async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
-    """GitHub omits ``patch`` for very large diffs: hiding a big file behind a small change
-    must not earn an approval. A binary file (0 additions and deletions) does not count."""
+    """GitHub omits ``patch`` for very large diffs and for binary files (0 additions and
+    deletions): hiding either behind a small change must not earn an approval; a pure rename
+    (no patch, 0 changes) changes nothing and does not count."""
     liar = {"a": {"vendor/liar": "healthy@0.05"}}
     small = {
         "filename": "README.md",
@@ -276,13 +295,24 @@ async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
         "deletions": 0,
         "changes": 4000,
     }
+    renamed = {
+        "filename": "docs/new.md",
+        "previous_filename": "docs/old.md",
+        "status": "renamed",
+        "additions": 0,
+        "deletions": 0,
+        "changes": 0,
+    }
     api = DiffIndex.from_api_files
-    clean = await review_with(liar, policy(), api([small, binary]))
-    hiding = await review_with(liar, policy(), api([small, binary, hidden]))
+    clean = await review_with(liar, policy(), api([small, renamed]))
+    with_binary = await review_with(liar, policy(), api([small, binary]))
+    hiding = await review_with(liar, policy(), api([small, renamed, hidden]))
     cut = await review_with(liar, policy(), api([small]), unlisted_files=2)
     assert clean["decision"] == "approve" and clean["partial"] == ""
+    assert with_binary["decision"] == "comment"
+    assert with_binary["partial"].startswith("1 of 2 files change content no model was shown")
     assert hiding["decision"] == "comment"
-    assert hiding["partial"].startswith("1 of 3 files were left out")
+    assert hiding["partial"].startswith("1 of 3 files change content")
     assert cut["decision"] == "comment"
-    assert cut["partial"].startswith("2 of 3 files were left out")
+    assert cut["partial"].startswith("2 of 3 files change content")
     assert "2 beyond the 3,000 files GitHub lists" in cut["partial"]

@@ -18,8 +18,10 @@ from relay_review.review.verdict import (
     Finding,
     ModelReply,
     VerdictParseError,
+    citation_problem,
     extract_json,
     parse_reply,
+    points_at_shown_code,
     quote_matches,
     validate,
 )
@@ -269,6 +271,55 @@ def test_quote_matches_rules() -> None:
     assert quote_matches("R12 + x = 1", "x = 1")
     assert quote_matches("-x", "x")
     assert quote_matches("+x", "+x")
+
+
+LONG_A = "exec(__import__('base64').b64decode('" + "QUJD" * 6000 + "'))"
+LONG_B = "exec(__import__('base64').b64decode('" + "QUJD" * 5999 + "WFla'))"
+
+
+def long_index() -> DiffIndex:
+    lines = ["import os", LONG_A, LONG_B, "print('" + "x" * 60 + "')"]
+    patch = f"@@ -0,0 +1,{len(lines)} @@\n" + "\n".join(f"+{t}" for t in lines)
+    return DiffIndex.from_api_files(
+        [{"filename": "app/boot.py", "status": "added", "patch": patch}]
+    )
+
+
+def test_excerpt_quotes_verify_long_lines_only_when_unique() -> None:
+    index = long_index()
+
+    def check(line: int, quote: str) -> str | None:
+        f = Finding(path="app/boot.py", line=line, quote=quote, severity="high", message="m")
+        return citation_problem(f, index)
+
+    # abbreviated with an ellipsis, as models do: the pieces occur in order, 40+ characters
+    assert check(2, "exec(__import__('base64').b64decode('QUJD…QUJD'))") is None
+    assert check(3, "exec(__import__('base64').b64decode('QUJD ... WFla'))") is None
+    # the same excerpt fits both long lines: it singles out neither
+    for shared in (
+        "exec(__import__('base64').b64decode('QUJDQUJD",
+        "exec(__import__('base64').b64decode('QUJD…'))",
+    ):
+        assert "no other changed line holds" in check(2, shared)
+    # a quote of a different line never verifies, whole or excerpted
+    assert check(2, "print('" + "x" * 60 + "')") is not None
+    assert check(4, "exec(__import__('base64').b64decode('QUJDQUJD…'))") is not None
+    assert check(2, "…WFla'))") is not None  # too short, and of line 3
+    # an excerpt under 40 non-space characters, or of a short line, does not count
+    assert check(2, "b64decode('QUJD") is not None
+    assert check(1, "import") is not None
+    assert check(4, "print('" + "x" * 45) is None  # an excerpt of line 4 (67 characters)
+    # the whole line still verifies
+    assert check(2, LONG_A) is None
+
+
+def test_points_at_shown_code_tells_a_misplaced_finding_from_an_invention() -> None:
+    index = long_index()
+    misplaced = Finding(path="app/boot.py", line=1, quote=LONG_B, severity="high", message="m")
+    invented = Finding(path="app/boot.py", line=1, quote="eval(x)", severity="high", message="m")
+    assert citation_problem(misplaced, index) is not None
+    assert points_at_shown_code(misplaced, index)
+    assert not points_at_shown_code(invented, index)
 
 
 # -- decision and merge -------------------------------------------------------------------------

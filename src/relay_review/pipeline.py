@@ -14,7 +14,7 @@ from typing import Any
 
 from relay_review.models import Attempt, Catalog, CatalogEntry, Outcome
 from relay_review.review.chunks import DEFAULT_EXCLUDES, MIN_CHUNK_TOKENS, Chunk, plan_chunks
-from relay_review.review.decision import decide, merge_findings
+from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import (
     JSON_OBJECT_FORMAT,
@@ -24,7 +24,13 @@ from relay_review.review.prompt import (
     diff_budget,
     repair_messages,
 )
-from relay_review.review.verdict import Finding, VerdictParseError, parse_reply, validate
+from relay_review.review.verdict import (
+    Finding,
+    VerdictParseError,
+    parse_reply,
+    points_at_shown_code,
+    validate,
+)
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.preflight import ChatFn
 from relay_review.routing.session import RoutingSession
@@ -189,9 +195,16 @@ async def review(
     if r.chunk_tokens:
         budget = min(budget, r.chunk_tokens)
     plan = plan_chunks(
-        index, max(budget, MIN_CHUNK_TOKENS), exclude=excludes, max_chunks=r.max_chunks
+        index,
+        max(budget, MIN_CHUNK_TOKENS),
+        exclude=excludes,
+        trusted_excludes=r.trusted_excludes,
+        max_line_chars=r.max_line_chars,
+        max_chunks=r.max_chunks,
     )
-    files = {f.path: f.model_dump(include={"path", "status", "reason"}) for f in plan.files}
+    files = {
+        f.path: f.model_dump(include={"path", "status", "reason", "left_out"}) for f in plan.files
+    }
     report: dict[str, Any] = {
         "decision": "unavailable",
         "summary": "",
@@ -210,10 +223,12 @@ async def review(
         "partial": "",
     }
     if not plan.chunks:
+        left_out = sum(1 for f in plan.files if f.left_out)
         report.update(
             decision="comment",
             summary="Nothing to review: no file of this diff has reviewable changed lines.",
             why="every file was skipped",
+            partial=partial_note(left_out, len(plan.files), unlisted_files),
         )
         report["elapsed_s"] = round(time.monotonic() - started, 3)
         return report
@@ -240,11 +255,11 @@ async def review(
 
     async with session:
         results = await asyncio.gather(*(one(c) for c in plan.chunks))
-    left_out = {f.path for f in plan.files if f.left_out}  # changed, but not reviewed
     verified: list[list[Finding]] = []
     unverified: list[dict] = []
     summaries: list[str] = []
     attempts: list[Attempt] = []
+    dropped = 0  # findings on shown changed lines that could not be verified
     for chunk, result in zip(plan.chunks, results, strict=True):
         attempts.extend(result.attempts)
         report["chunks"].append(
@@ -257,12 +272,12 @@ async def review(
             }
         )
         if not result.ok:
-            left_out.update(chunk.paths)
             for path in chunk.paths:
                 files[path] = {
                     "path": path,
                     "status": "skipped",
                     "reason": f"no route could review it before the deadline ({result.stopped})",
+                    "left_out": True,
                 }
             continue
         verdict: ChunkVerdict = result.value
@@ -270,6 +285,7 @@ async def review(
             attempts.append(verdict.repair)
         verified.append(verdict.verified)
         unverified += [{**f.model_dump(), "reason": why} for f, why in verdict.unverified]
+        dropped += sum(1 for f, _ in verdict.unverified if points_at_shown_code(f, chunk.index))
         if verdict.summary:
             prefix = f"Part {chunk.number}/{chunk.total}: " if chunk.total > 1 else ""
             summaries.append(prefix + verdict.summary)
@@ -297,19 +313,11 @@ async def review(
         )
     else:
         decision = decide(findings, allow_approve=r.allow_approve)
-        partial = ""
-        if left_out or unlisted_files:
-            partial = (
-                f"{len(left_out) + unlisted_files} of {len(plan.files) + unlisted_files} files "
-                "were left out although they have changed lines (size limits, no patch or no "
-                "route; they are listed with the reason"
-            )
-            if unlisted_files:
-                partial += f"; {unlisted_files} beyond the 3,000 files GitHub lists are not"
-            partial += ")"
-            if decision == "approve":  # no findings in part of a diff is no approval of it
-                decision = "comment"
-                partial += "; a partial review never approves"
+        not_reviewed = [f for f in files.values() if f.get("left_out")]
+        partial = partial_note(len(not_reviewed), len(plan.files), unlisted_files, dropped)
+        if partial and decision == "approve":  # no findings in part of a diff approves nothing
+            decision = "comment"
+            partial += "; a partial review never approves"
         report.update(
             decision=decision,
             stopped="served" if len(served) == len(plan.chunks) else "partial",

@@ -277,6 +277,20 @@ def _details(summary: str, body: str) -> str:
     return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
 
 
+#: Files named in the comment's opening "Partial review" note (the rest are in the files list).
+PARTIAL_NOTE_FILES = 10
+
+
+def _partial_md(partial: str, left_out: list[Mapping[str, Any]]) -> str:
+    """The quoted note at the top of a partial review: why, and which files were not shown."""
+    lines = [f"> **Partial review:** {md_text(partial, 400)}."]
+    for f in left_out[:PARTIAL_NOTE_FILES]:
+        lines.append(f"> - {md_code(f.get('path'))}: {md_text(f.get('reason') or '', 200)}")
+    if len(left_out) > PARTIAL_NOTE_FILES:
+        lines.append(f"> - _and {len(left_out) - PARTIAL_NOTE_FILES} more (see the files list)_")
+    return "\n".join(lines) + "\n\n"
+
+
 def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
     """(name, full Markdown, shortened Markdown) for each part of the comment, in display order."""
     ctx = report.get("context") or {}
@@ -300,7 +314,7 @@ def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
         # the short form is cut before escaping, so never inside an escape
         short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
         if report.get("partial"):
-            note = f"> **Partial review:** {md_text(report['partial'], 300)}.\n\n"
+            note = _partial_md(report["partial"], [f for f in files if f.get("left_out")])
             summary, short = note + summary, note + short
     sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")]
 

@@ -132,6 +132,17 @@ class ReviewPolicy(_Section):
 
     exclude: list[str] = _opt([], 'a list of glob strings like ["*.lock", "dist/**"]')
     default_excludes: bool = _opt(True, "true or false (skip lock, generated and vendored files)")
+    trusted_excludes: list[str] = _opt(
+        [],
+        'a list of glob strings like ["*.lock", "go.sum"] (excluded files they match may still'
+        " approve)",
+    )
+    max_line_chars: int = _opt(
+        4000,
+        "a whole number from 200 to 1000000 (a file with a longer changed line is not reviewed)",
+        ge=200,
+        le=1_000_000,
+    )
     max_output_tokens: int = _opt(4096, "a whole number >= 1", ge=1)
     context_tokens: int = _opt(
         32768, "a whole number >= 2048 (context window assumed when discovery gives none)", ge=2048
@@ -316,7 +327,10 @@ def _key_path(loc: tuple[Any, ...]) -> str:
         if isinstance(part, int):
             out += f"[{part}]"
         else:
-            out += f".{part}" if out else str(part)
+            name = str(part)
+            if not re.fullmatch(r"[A-Za-z0-9_-]{1,64}", name):
+                name = _show(name)  # a user's unknown key: quoted, one line, capped
+            out += f".{name}" if out else name
     return out
 
 

@@ -34,7 +34,14 @@ from typing import Literal
 
 from pydantic import BaseModel
 
-from relay_review.review.diff import DiffIndex, DiffLine, FileDiff, FileStatus, Hunk
+from relay_review.review.diff import (
+    REASON_NO_CHANGES,
+    DiffIndex,
+    DiffLine,
+    FileDiff,
+    FileStatus,
+    Hunk,
+)
 
 #: Default exclusion globs: lock files, minified/generated output, vendored dependencies.
 DEFAULT_EXCLUDES: tuple[str, ...] = (
@@ -155,8 +162,8 @@ class FileReport(BaseModel):
     reason: str | None = None
     change: FileStatus
     old_path: str | None = None
-    #: Skipped although it has changed lines to review (a size limit), not by choice (an
-    #: exclude glob) or by nature (binary, no changed lines): a review without it is partial.
+    #: Skipped although it changes content that no model was shown (an exclude glob the policy
+    #: does not trust, binary, no patch, a size limit): a review without it is partial.
     left_out: bool = False
 
 
@@ -297,11 +304,48 @@ def _slice(hunk: Hunk, start: int, end: int, tokens: int, *, first: bool) -> _Un
     return _Unit(sub, tokens)
 
 
+def _long_line(f: FileDiff, max_line_chars: int) -> str | None:
+    """Why ``f`` is not reviewable for a changed line over ``max_line_chars``, else ``None``."""
+    for hunk in f.hunks:
+        for ln in hunk.lines:
+            if ln.kind != " " and len(ln.text) > max_line_chars:
+                num, side = (ln.old, "LEFT") if ln.kind == "-" else (ln.new, "RIGHT")
+                return (
+                    f"line too long: line {num} ({side}) has {len(ln.text):,} characters,"
+                    f" over review.max_line_chars ({max_line_chars:,})"
+                )
+    return None
+
+
+def _excluded(
+    f: FileDiff, exclude: Sequence[str], trusted: Sequence[str]
+) -> tuple[str, bool] | None:
+    """(reason, left out) when an exclude glob matches ``f``, else ``None``.
+
+    An excluded file that changes content is left out (the review is partial and never
+    approves) unless one of ``trusted`` -- globs the maintainer's policy trusts to exclude --
+    also matches it.
+    """
+    pattern = excluded_by(f.path, exclude)
+    if pattern is None:
+        return None
+    origin = "a default" if pattern in DEFAULT_EXCLUDES else "the policy's"
+    reason = f"excluded by {origin} pattern {pattern!r}"
+    if f.skip_reason == REASON_NO_CHANGES:
+        return reason, False
+    vouched = excluded_by(f.path, trusted)
+    if vouched is not None:
+        return f"{reason} (trusted by review.trusted_excludes {vouched!r})", False
+    return reason, True
+
+
 def plan_chunks(
     index: DiffIndex,
     budget_tokens: int,
     *,
     exclude: Sequence[str] = DEFAULT_EXCLUDES,
+    trusted_excludes: Sequence[str] = (),
+    max_line_chars: int | None = None,
     max_chunks: int | None = None,
     include_deleted: bool = True,
 ) -> ChunkPlan:
@@ -311,8 +355,10 @@ def plan_chunks(
     fits, else whole into a new chunk, else it is split by hunk (and an oversized hunk by line)
     across consecutive chunks. Every file of ``index`` appears once in ``ChunkPlan.files``:
     reviewed, or skipped with a reason (excluded by a glob, binary, no patch, unparseable, no
-    changed lines, deleted when ``include_deleted`` is off, a single line over the budget, or
-    beyond ``max_chunks`` -- a file cut by that limit is skipped whole, never half-sent).
+    changed lines, deleted when ``include_deleted`` is off, a changed line over
+    ``max_line_chars``, a single line over the budget, or beyond ``max_chunks`` -- a file cut by
+    that limit is skipped whole, never half-sent). A skipped file that changes content is
+    ``left_out`` (see :func:`_excluded` for excluded files).
     """
     if budget_tokens < MIN_CHUNK_TOKENS:
         raise ValueError(
@@ -323,7 +369,7 @@ def plan_chunks(
     used: list[int] = []
     pieces_of: dict[int, list[int]] = {}  # file position -> chunk numbers (0-based)
 
-    def skip(pos: int, f: FileDiff, reason: str, *, left_out: bool = False) -> None:
+    def skip(pos: int, f: FileDiff, reason: str, *, left_out: bool) -> None:
         reports[pos] = FileReport(
             path=f.path,
             status="skipped",
@@ -334,51 +380,28 @@ def plan_chunks(
         )
 
     for pos, f in enumerate(index.files):
-        pattern = excluded_by(f.path, exclude)
-        if pattern is not None:
-            skip(pos, f, f"excluded by pattern {pattern!r}")
+        excluded = _excluded(f, exclude, trusted_excludes)
+        if excluded is not None:
+            skip(pos, f, excluded[0], left_out=excluded[1])
             continue
         if f.skip_reason:
             skip(pos, f, f.skip_reason, left_out=f.left_out)
             continue
         if f.status == "deleted" and not include_deleted:
-            skip(pos, f, "deleted file (deleted files are not reviewed)")
+            skip(pos, f, "deleted file (deleted files are not reviewed)", left_out=True)
             continue
+        too_long = _long_line(f, max_line_chars) if max_line_chars else None
         header = line_tokens(file_header(f)) + 1  # +1: the blank line between files
-        units = _units(f, budget_tokens - header - _PART_TAG_TOKENS)
+        units = too_long or _units(f, budget_tokens - header - _PART_TAG_TOKENS)
         if isinstance(units, str):
             skip(pos, f, units, left_out=True)
             continue
-        total = header + sum(u.tokens for u in units)
-        if chunks and used[-1] + total <= budget_tokens:
-            chunks[-1].append(_Piece(pos, f, units))
-            used[-1] += total
-            pieces_of[pos] = [len(chunks) - 1]
-            continue
-        if total <= budget_tokens:
-            chunks.append([_Piece(pos, f, units)])
-            used.append(total)
-            pieces_of[pos] = [len(chunks) - 1]
-            continue
-        # Split: fill the current chunk's remaining room first, then new chunks.
-        head = header + _PART_TAG_TOKENS
-        piece: _Piece | None = None
-        for unit in units:
-            if piece is None or used[-1] + unit.tokens > budget_tokens:
-                if not chunks or used[-1] + head + unit.tokens > budget_tokens:
-                    chunks.append([])
-                    used.append(0)
-                piece = _Piece(pos, f)
-                chunks[-1].append(piece)
-                used[-1] += head
-                pieces_of.setdefault(pos, []).append(len(chunks) - 1)
-            piece.units.append(unit)
-            used[-1] += unit.tokens
+        _pack(pos, f, units, header, budget_tokens, chunks, used, pieces_of)
 
     if max_chunks is not None and len(chunks) > max_chunks:
         over = [pos for pos, where in pieces_of.items() if max(where) >= max_chunks]
         for pos in over:
-            reason = f"not reviewed: the diff needs more than {max_chunks} chunks"
+            reason = f"beyond limits: the diff needs more than {max_chunks} chunks"
             skip(pos, index.files[pos], reason, left_out=True)
             del pieces_of[pos]
         dropped = set(over)
@@ -401,6 +424,44 @@ def plan_chunks(
         files=[reports[pos] for pos in range(len(index.files))],
         budget_tokens=budget_tokens,
     )
+
+
+def _pack(
+    pos: int,
+    f: FileDiff,
+    units: list[_Unit],
+    header: int,
+    budget_tokens: int,
+    chunks: list[list[_Piece]],
+    used: list[int],
+    pieces_of: dict[int, list[int]],
+) -> None:
+    """Place one file's units: whole into the current or a new chunk, else split across chunks."""
+    total = header + sum(u.tokens for u in units)
+    if chunks and used[-1] + total <= budget_tokens:
+        chunks[-1].append(_Piece(pos, f, units))
+        used[-1] += total
+        pieces_of[pos] = [len(chunks) - 1]
+        return
+    if total <= budget_tokens:
+        chunks.append([_Piece(pos, f, units)])
+        used.append(total)
+        pieces_of[pos] = [len(chunks) - 1]
+        return
+    # Split: fill the current chunk's remaining room first, then new chunks.
+    head = header + _PART_TAG_TOKENS
+    piece: _Piece | None = None
+    for unit in units:
+        if piece is None or used[-1] + unit.tokens > budget_tokens:
+            if not chunks or used[-1] + head + unit.tokens > budget_tokens:
+                chunks.append([])
+                used.append(0)
+            piece = _Piece(pos, f)
+            chunks[-1].append(piece)
+            used[-1] += head
+            pieces_of.setdefault(pos, []).append(len(chunks) - 1)
+        piece.units.append(unit)
+        used[-1] += unit.tokens
 
 
 def _render_chunks(

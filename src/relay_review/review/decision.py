@@ -31,6 +31,28 @@ def decide(verified: Iterable[Finding], *, allow_approve: bool = True) -> Decisi
     return "approve" if allow_approve else "comment"
 
 
+def partial_note(left_out: int, listed: int, unlisted: int = 0, dropped: int = 0) -> str:
+    """Why a served review is partial (``""`` when it is whole): ``left_out`` of ``listed`` files
+    change content no model was shown, ``unlisted`` files are beyond the files GitHub lists, and
+    ``dropped`` findings cite shown changed lines but could not be verified. Any of them keeps
+    the decision from ``approve``."""
+    parts: list[str] = []
+    if left_out or unlisted:
+        text = (
+            f"{left_out + unlisted} of {listed + unlisted} files change content no model was"
+            " shown (listed below with the reason"
+        )
+        if unlisted:
+            text += f"; {unlisted} beyond the 3,000 files GitHub lists are not"
+        parts.append(text + ")")
+    if dropped:
+        s = "" if dropped == 1 else "s"
+        parts.append(
+            f"{dropped} finding{s} on changed lines could not be verified (listed as unverified)"
+        )
+    return "; ".join(parts)
+
+
 def _norm(message: str) -> str:
     return " ".join(message.casefold().split()).rstrip(" .!;:")
 

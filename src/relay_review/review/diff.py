@@ -107,8 +107,9 @@ class Hunk:
 @dataclass(slots=True)
 class FileDiff:
     """One file of the diff. ``skip_reason`` is set when the file has nothing reviewable;
-    ``left_out`` when it has changed lines that could not be shown (the API sent no patch for a
-    file with additions or deletions, or the patch could not be parsed)."""
+    ``left_out`` when it changes content that cannot be shown to a model (a binary file, no patch
+    from the API except for a pure rename or mode change, a patch that cannot be parsed, or a
+    second entry for one path): a review without it is partial and never approves."""
 
     path: str
     old_path: str | None
@@ -215,6 +216,10 @@ class DiffIndex:
         """Text of a commentable line, or ``None`` when (path, line, side) is not one."""
         loc = self._loc.get((path, side))
         return None if loc is None else loc.get(line)
+
+    def texts(self, path: str, side: Side = "RIGHT") -> Iterator[tuple[int, str]]:
+        """``(line, text)`` of every commentable line of ``path`` on ``side``."""
+        yield from self._loc.get((path, side), {}).items()
 
     def lines(self, path: str, side: Side = "RIGHT") -> list[int]:
         """Sorted commentable line numbers of ``path`` on ``side``."""
@@ -408,6 +413,7 @@ def _file_record(patched: Any) -> FileDiff:
     )
     if patched.is_binary_file:
         record.skip_reason = REASON_BINARY
+        record.left_out = True  # its change was not shown to any model
     elif not any(h.lines for h in record.hunks):
         record.skip_reason = REASON_NO_CHANGES
     return record
@@ -477,8 +483,9 @@ def _file_from_api(entry: Mapping[str, Any] | Any) -> FileDiff:
             "changed",
         )
         record.skip_reason = REASON_NO_CHANGES if pure else REASON_NO_PATCH
-        # binary files count 0 additions and deletions; a text file too large for a patch not
-        record.left_out = bool(_get(entry, "additions") or _get(entry, "deletions"))
+        # Binary files count 0 additions and deletions, like a pure rename: only the latter is
+        # known to change nothing, so every other file without a patch was not shown to a model.
+        record.left_out = not pure
         return record
     body = _decode(patch)
     try:
@@ -497,6 +504,7 @@ def _mark_duplicates(files: list[FileDiff]) -> list[FileDiff]:
     seen: set[str] = set()
     for f in files:
         if f.path in seen:
+            f.left_out = f.left_out or any(ln.kind != " " for h in f.hunks for ln in h.lines)
             f.skip_reason = REASON_DUPLICATE
             f.hunks = []
         seen.add(f.path)

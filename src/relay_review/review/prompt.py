@@ -20,6 +20,7 @@ from relay_review.review.chunks import Chunk, estimate_tokens
 from relay_review.review.verdict import (
     MAX_FINDINGS,
     MAX_MESSAGE_CHARS,
+    MIN_EXCERPT_CHARS,
     Rejection,
 )
 
@@ -100,7 +101,9 @@ CITATIONS. Each finding cites exactly one changed line shown in this request:
   "side": "RIGHT" for an R line, "LEFT" for an L line
   "line": the number shown on that R or L line
   "quote": the full text of that line, copied exactly, without the "R <n> + " or "L <n> - " \
-prefix
+prefix. For a long line you may quote an excerpt instead: at least {min_excerpt} characters \
+(not counting spaces) copied exactly from that line, in one piece or in several pieces joined \
+by "…", chosen so that no other changed line of the file holds them.
 Never cite a C line or a line that is not shown. Findings whose path, side, line and quote do \
 not match a shown R or L line are discarded.
 
@@ -112,11 +115,13 @@ JSON Schema:
 At most {max_findings} findings, most important first; "findings": [] when there is nothing to \
 report. Do not include a decision: the verdict is computed from the verified findings."""
 
-_REPAIR_TAIL = """\
+_REPAIR_TEMPLATE = """\
 Correct each listed finding so that it cites an R or L line shown in the diff, with that \
-line's exact text as "quote", or drop it if it does not concern a changed line. Keep your other \
-findings as they were. Reply with the corrected full JSON object (summary and every finding), \
-and nothing else."""
+line's exact text as "quote" (or, for a long line, an excerpt of at least {min_excerpt} \
+characters that no other changed line holds), or drop it if it does not concern a changed \
+line. Keep your other findings as they were. Reply with the corrected full JSON object \
+(summary and every finding), and nothing else."""
+_REPAIR_TAIL = _REPAIR_TEMPLATE.format(min_excerpt=MIN_EXCERPT_CHARS)
 
 
 @dataclass(frozen=True)
@@ -163,6 +168,7 @@ def system_message(token: str, *, max_findings: int = MAX_FINDINGS) -> str:
         schema=json.dumps(REPLY_SCHEMA, separators=(",", ":")),
         max_message=MAX_MESSAGE_CHARS,
         max_findings=max_findings,
+        min_excerpt=MIN_EXCERPT_CHARS,
     )
 
 

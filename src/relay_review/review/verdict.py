@@ -19,7 +19,7 @@ from __future__ import annotations
 import difflib
 import json
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -251,20 +251,57 @@ def squash(text: str) -> str:
     return "".join(text.split())
 
 
-def quote_matches(quote: str, line_text: str) -> bool:
-    """Whether ``quote`` is the line's text, ignoring all whitespace. An empty quote never matches.
+#: A quote shorter than the whole line is accepted as an excerpt only when the cited line holds more
+#: than this many non-space characters, and the excerpt holds at least this many (see
+#: :func:`quote_matches`).
+MIN_EXCERPT_CHARS = 40
+_ELLIPSIS = re.compile(r"…|\.\.\.")
 
-    A leading diff marker copied by the model (``+``/``-``, optionally after ``R12``/``L7``) is
-    tolerated; partial quotes are not.
+
+def _in_order(fragments: Sequence[str], text: str) -> bool:
+    pos = 0
+    for fragment in fragments:
+        found = text.find(fragment, pos)
+        if found == -1:
+            return False
+        pos = found + len(fragment)
+    return True
+
+
+def quote_matches(quote: str, line_text: str, others: Iterable[str] = ()) -> bool:
+    """Whether ``quote`` identifies the line ``line_text``. An empty quote never matches.
+
+    The rule (whitespace is ignored throughout; a leading diff marker copied by the model,
+    ``+``/``-`` optionally after ``R12``/``L7``, is tolerated):
+
+    1. the whole line: the quote is the line's text; or
+    2. an excerpt, for a line of more than ``MIN_EXCERPT_CHARS`` non-space characters: the quote
+       is one verbatim piece of the line, or several pieces joined by ``…`` (or ``...``) that
+       occur in the line in that order, holding at least ``MIN_EXCERPT_CHARS`` characters in
+       all, and it matches none of ``others`` (the other changed lines of the file on the same
+       side), so an excerpt never points at a line it does not single out.
+
+    Rule 2 exists because replies are capped (``review.max_output_tokens``) while a changed line
+    may be up to ``review.max_line_chars`` long: a model must be able to cite any shown line.
     """
     q = squash(quote)
     if not q:
         return False
     t = squash(line_text)
-    if q == t:
-        return True
     stripped = _QUOTE_PREFIX.sub("", q, count=1)
-    return stripped != q and stripped == t
+    if t in (q, stripped) and t:
+        return True
+    if len(t) <= MIN_EXCERPT_CHARS:
+        return False
+    rest: list[str] | None = None  # the other lines, squashed only when an excerpt needs them
+    for candidate in dict.fromkeys((q, stripped)):
+        pieces = [p for p in _ELLIPSIS.split(candidate) if p]
+        if sum(len(p) for p in pieces) < MIN_EXCERPT_CHARS or not _in_order(pieces, t):
+            continue
+        rest = [squash(other) for other in others] if rest is None else rest
+        if not any(_in_order(pieces, other) for other in rest):
+            return True
+    return False
 
 
 def _show(text: str, limit: int = SHOW_CHARS) -> str:
@@ -313,13 +350,32 @@ def citation_problem(finding: Finding, index: DiffIndex) -> str | None:
         )
     if not squash(finding.quote):
         return f"quote is empty; line {line} of {shown} ({side}) reads `{_show(text)}`"
-    if not quote_matches(finding.quote, text):
+    others = (t for n, t in index.texts(path, side) if n != line)
+    if not quote_matches(finding.quote, text, others):
         return (
             f"quote does not match line {line} of {shown} ({side}): the line reads `{_show(text)}`"
+            + (
+                f" (quote the whole line, or at least {MIN_EXCERPT_CHARS} characters of it that"
+                " no other changed line holds)"
+                if len(squash(text)) > MIN_EXCERPT_CHARS
+                else ""
+            )
         )
     if not finding.message.strip():
         return "message is empty"
     return None
+
+
+def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
+    """Whether a rejected finding is still about changed code the model was shown: its citation
+    holds (it was dropped only by the per-reply cap) or its quote identifies a changed line of
+    ``index`` (only its path, side or number is off). A review that drops such a finding never
+    approves; an invented quote (a hallucination) does not count."""
+    if citation_problem(finding, index) is None:
+        return True
+    if not squash(finding.quote):
+        return False
+    return any(quote_matches(finding.quote, text) for *_, text in index.locations())
 
 
 def validate(
