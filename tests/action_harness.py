@@ -310,6 +310,7 @@ def start_action(
     files: list[dict[str, Any]] | None = None,
     env_extra: dict[str, str] | None = None,
     measure_memory: bool = False,
+    event_text: str | None = None,
 ) -> ActionProcess:
     """Start ``relay-review run`` like the runner does, without waiting (for concurrent runs:
     give each its own ``root`` and, to tell them apart on the mock, its own ``github-token``).
@@ -317,7 +318,7 @@ def start_action(
     ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys.
     ``measure_memory`` starts the action under a small Python parent that records the action's
     peak RSS (``ru_maxrss`` of its one child; it includes only that parent's small pre-``exec``
-    image) into ``Run.peak_rss_mb``.
+    image) into ``Run.peak_rss_mb``. ``event_text`` replaces the event payload file's text.
     """
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
@@ -325,7 +326,9 @@ def start_action(
     workspace.mkdir(parents=True)
     temp.mkdir()
     event_path = root / "event.json"
-    event_path.write_text(json.dumps(payload if payload is not None else pr_payload()))
+    if event_text is None:
+        event_text = json.dumps(payload if payload is not None else pr_payload())
+    event_path.write_text(event_text)
     env = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "HOME": str(root),
@@ -371,10 +374,11 @@ def run_action(
     env_extra: dict[str, str] | None = None,
     timeout: float = 120,
     measure_memory: bool = False,
+    event_text: str | None = None,
 ) -> Run:
     """Start ``relay-review run`` like the runner does and collect everything it left.
 
-    ``env_extra`` and ``measure_memory``: see :func:`start_action`.
+    ``env_extra``, ``measure_memory`` and ``event_text``: see :func:`start_action`.
     """
     process = start_action(
         root,
@@ -385,6 +389,7 @@ def run_action(
         files=files,
         env_extra=env_extra,
         measure_memory=measure_memory,
+        event_text=event_text,
     )
     return process.wait(timeout)
 

@@ -107,8 +107,12 @@ def _text(value: str) -> str:
 
 
 def _token(value: str) -> str:
-    if any(c.isspace() or not c.isprintable() for c in value):
-        raise ValueError("is not allowed; use one token without spaces or line breaks")
+    # A token travels in an HTTP header, which holds ASCII only: a pasted curly quote would
+    # fail at the first GitHub request, after discovery and preflight had spent provider quota.
+    if not value.isascii() or any(c.isspace() or not c.isprintable() for c in value):
+        raise ValueError(
+            "is not allowed; use one token of ASCII characters without spaces or line breaks"
+        )
     return value
 
 
@@ -186,7 +190,13 @@ def _ref(value: str) -> str:
 
 def _path(value: str) -> str:
     parts = value.split("/")
-    if value.startswith("/") or any(p in ("", ".", "..") for p in parts) or "\\" in value:
+    if (
+        value.startswith("/")
+        or any(p in ("", ".", "..") for p in parts)
+        or "\\" in value
+        or not value.isprintable()  # a newline or other control character
+        or len(value) > 1024
+    ):
         raise ValueError(
             f"is not allowed; use a relative path inside the repository like {DEFAULT_POLICY_PATH}"
         )

@@ -1,7 +1,8 @@
 """Command line: ``relay-review <command>``.
 
 Each command lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``;
-this module only wires them. Exit codes: 0 success, 1 no verdict/reply, 2 bad input or usage.
+this module only wires them. Exit codes: 0 success, 1 no verdict/reply, 2 bad input or usage,
+130/143 cancelled by SIGINT/SIGTERM (see :mod:`relay_review._signals`).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 import sys
 
 from relay_review import __version__
+from relay_review._signals import Cancelled, cancellable
 from relay_review.errors import UsageError
 
 #: command name -> module implementing it (imported lazily so ``--help`` stays fast).
@@ -51,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     logging.getLogger("httpx").setLevel(logging.WARNING)  # per-request lines add noise, not facts
     module = importlib.import_module(COMMANDS[args.command])
     try:
-        return int(module.run(args))
+        with cancellable(args.command):
+            return int(module.run(args))
     except UsageError as exc:
         print(f"relay-review {args.command}: error: {exc}", file=sys.stderr)
         return 2
+    except Cancelled as cancelled:  # the handler already said so, in one line
+        return cancelled.code

@@ -23,6 +23,8 @@ CASES: list[tuple[str, str, str]] = [
     ("github-token", "", "input `github-token` is required"),
     ("github-token", "ghs_two words", "input `github-token`: (hidden) is not allowed"),
     ("github-token", "ghs_line\x1bbreak", "input `github-token`: (hidden) is not allowed"),
+    ("github-token", "ghs_pasted\u2019quote", "input `github-token`: (hidden) is not allowed"),
+    ("github-token", "ghs_\u20acuro", "use one token of ASCII characters"),
     ("policy", "[catalog\nlimit = 2\n", "input `policy`: not valid TOML"),
     ("policy", "[catalog]\nlimits = 3\n", "input `policy`: catalog.limits is not a known key"),
     ("policy", "[serving]\ndeadline = -5\n", "input `policy`: serving.deadline = -5 is not"),
@@ -39,6 +41,8 @@ CASES: list[tuple[str, str, str]] = [
     ("orchestrator-ref", "--upload-pack=x", "input `orchestrator-ref`: '--upload-pack=x'"),
     ("orchestrator-path", "../secrets.toml", "input `orchestrator-path`: '../secrets.toml'"),
     ("orchestrator-path", "/etc/passwd", "input `orchestrator-path`: '/etc/passwd' is not"),
+    ("orchestrator-path", ".github/a\n::x.toml", "input `orchestrator-path`: '.github/a\\n::x"),
+    ("orchestrator-path", "p\x1b[2J.toml", "input `orchestrator-path`: 'p\\x1b[2J.toml' is"),
     ("orchestrator-min-ref", "v1&&id", "input `orchestrator-min-ref`: 'v1&&id' is not allowed"),
     ("pool", "cheap", "input `pool`: 'cheap' is not allowed; use free or auto"),
     ("limit", "-1", "input `limit`: '-1' is not a whole number"),
@@ -95,3 +99,25 @@ def test_bad_input_exits_2_naming_it_and_posts_nothing(
     )
     secret = value if name == "github-token" and value else TOKEN  # a bad token is a secret too
     assert secret not in unmasked + run.stderr
+
+
+def test_an_unknown_policy_key_is_echoed_capped(tmp_path: Path, github_mock: MockGitHub) -> None:
+    key = "k" * 5000 + "\u202e::error::forged"
+    run = run_action(tmp_path, github_mock, {"policy": f'[catalog]\n"{key}" = 1\n'})
+    assert run.code == 2, run.stdout + run.stderr
+    (error,) = [line for line in run.stdout.splitlines() if line.startswith("::error")]
+    assert "is not a known key" in error and "kkkk..." in error
+    assert len(error) < 600 and "k" * 100 not in error
+    assert not github_mock.calls()
+
+
+def test_an_event_payload_nested_100000_levels_exits_2(
+    tmp_path: Path, github_mock: MockGitHub
+) -> None:
+    nested = '{"pull_request": ' + "[" * 100_000 + "]" * 100_000 + "}"
+    run = run_action(tmp_path, github_mock, event_text=nested)
+    assert run.code == 2, run.stdout + run.stderr
+    errors = [line for line in run.stdout.splitlines() if line.startswith("::error")]
+    assert len(errors) == 1 and "nested too deeply" in errors[0], run.stdout
+    assert "Traceback" not in run.stdout + run.stderr
+    assert not github_mock.calls()

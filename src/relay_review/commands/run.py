@@ -52,6 +52,7 @@ from typing import Any
 import requests
 
 from relay_review import __version__, pipeline
+from relay_review._files import atomic_write
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.errors import UsageError
 from relay_review.github import actions
@@ -824,9 +825,7 @@ def _finish(
     report_path = workspace / REPORT_NAME
     clean = secrets.redact_data(report)
     try:
-        tmp = report_path.with_name(f".{REPORT_NAME}.tmp")
-        tmp.write_text(json.dumps(clean, indent=2, allow_nan=False) + "\n", encoding="utf-8")
-        tmp.replace(report_path)
+        atomic_write(report_path, (json.dumps(clean, indent=2, allow_nan=False) + "\n").encode())
         say(f"report: {report_path}")
     except OSError as exc:
         actions.warning(f"relay-review: cannot write the report {report_path}: {exc}")

@@ -171,6 +171,8 @@ def load_event(env: Mapping[str, str] | None = None) -> PullRequestEvent | NotPu
         raise EventError(f"cannot read the event payload {path}: {exc.strerror or exc}") from None
     except ValueError as exc:
         raise EventError(f"the event payload {path} is not JSON: {exc}") from None
+    except RecursionError:  # hostile nesting: json's decoder recurses per level
+        raise EventError(f"the event payload {path} is nested too deeply to read") from None
     if not isinstance(payload, dict):
         raise EventError(f"the event payload {path} is not a JSON object")
     return parse_event(event_name, payload)

@@ -56,9 +56,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import re
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -68,6 +66,7 @@ from typing import Any, NamedTuple
 import httpx
 
 from relay_review import __version__
+from relay_review._files import atomic_write
 from relay_review.redact import redact
 from relay_review.settings import Account, DiscoveryPolicy, has_key
 
@@ -552,23 +551,10 @@ def write_report(result: DiscoveryResult, out: str | Path) -> dict[str, Any]:
     out = Path(out)
     feed_path = zdr_feed_path(out)
     if result.zdr_feed is not None:
-        _atomic_write(feed_path, result.zdr_feed)
+        atomic_write(feed_path, result.zdr_feed)
         report = result.report(feed_path.name)
     else:
         feed_path.unlink(missing_ok=True)
         report = result.report(None)
-    _atomic_write(out, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
+    atomic_write(out, (json.dumps(report, indent=2, allow_nan=False) + "\n").encode())
     return report
-
-
-def _atomic_write(path: Path, data: bytes) -> None:
-    """Write via a temporary file in the same directory, so readers never see half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            handle.write(data)
-        os.chmod(tmp, 0o644)  # mkstemp makes 0600; reports are not secret
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
