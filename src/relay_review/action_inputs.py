@@ -7,13 +7,14 @@ names it and says what is allowed::
 
     input `limit`: 'abc' is not a whole number
 
-Inputs that mirror policy keys (``pool``, ``limit``, ``deadline``, ...) override the policy; see
-:meth:`ActionInputs.policy_overrides`.
+Inputs that mirror policy keys (``pool``, ``limit``, ``deadline``, ...; :data:`POLICY_INPUTS`)
+override the policy: their text is read here, their values are checked by the policy's own rules
+(:func:`relay_review.settings.check_override`), and they become the last layer of the policy
+(:meth:`ActionInputs.policy_overrides`, merged by :func:`relay_review.settings.merge_layers`).
 """
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Callable, Mapping
 from typing import Any, Literal
@@ -22,7 +23,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
-from relay_review.settings import parse_toml, validate_policy_data
+from relay_review.settings import OverrideError, check_override, parse_toml, validate_policy_data
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -47,6 +48,18 @@ _REF = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._+/@-]*$")
 INLINE_POLICY = "input `policy`"
 _LOGIN = re.compile(r"^[A-Za-z0-9](?:[A-Za-z0-9-]*[A-Za-z0-9])?(?:\[bot\])?$")
 _SPLIT = re.compile(r"[,\n]")
+
+#: Inputs that override a policy key -> that key (:meth:`ActionInputs.policy_overrides`).
+POLICY_INPUTS: dict[str, str] = {
+    "pool": "catalog.pool",
+    "limit": "catalog.limit",
+    "account-cap": "catalog.account_cap",
+    "require-zdr": "catalog.require_zdr",
+    "deadline": "serving.deadline",
+    "first-byte-timeout": "serving.first_byte",
+    "probe-budget": "preflight.probe_budget",
+    "exclude": "review.exclude",
+}
 
 
 class ActionInputs(BaseModel):
@@ -78,23 +91,18 @@ class ActionInputs(BaseModel):
     def policy_overrides(self) -> dict[str, Any]:
         """The inputs that override policy keys, as a policy-shaped mapping (unset ones left out).
 
-        ``deadline`` also caps ``serving.attempt`` (see :func:`cap_attempt`), so a short run
-        deadline given as an input never conflicts with the policy's per-attempt bound.
+        :func:`relay_review.settings.merge_layers` lays it over the policy as the last layer;
+        a ``deadline`` there also lowers a longer ``serving.attempt`` from the layers below, so a
+        short run deadline given as an input never conflicts with the policy's per-attempt bound.
         """
         table: dict[str, dict[str, Any]] = {}
-        pairs = (
-            ("catalog", "pool", self.pool),
-            ("catalog", "limit", self.limit),
-            ("catalog", "account_cap", self.account_cap),
-            ("catalog", "require_zdr", self.require_zdr),
-            ("serving", "deadline", self.deadline),
-            ("serving", "first_byte", self.first_byte_timeout),
-            ("preflight", "probe_budget", self.probe_budget),
-            ("review", "exclude", list(self.exclude) if self.exclude is not None else None),
-        )
-        for section, key, value in pairs:
+        for name, key in POLICY_INPUTS.items():
+            value = getattr(self, PARSERS[name][0])
             if value is not None:
-                table.setdefault(section, {})[key] = value
+                section, policy_key = key.split(".")
+                table.setdefault(section, {})[policy_key] = (
+                    list(value) if isinstance(value, tuple) else value
+                )
         return table
 
 
@@ -123,26 +131,21 @@ def _policy(value: str) -> str:
     return value
 
 
-def _whole(minimum: int) -> Callable[[str], int]:
-    def parse(value: str) -> int:
-        if not re.fullmatch(r"[+]?\d+", value):
-            raise ValueError("is not a whole number")
-        number = int(value)
-        if number < minimum:
-            raise ValueError(f"is not allowed; use a whole number >= {minimum}")
-        return number
-
-    return parse
+def _whole(value: str) -> int:
+    if not re.fullmatch(r"[+]?\d+", value):
+        raise ValueError("is not a whole number")
+    return int(value)
 
 
-def _seconds(value: str) -> float:
+def _number(value: str) -> float:
     try:
-        number = float(value)
+        return float(value)
     except ValueError:
         raise ValueError("is not a number of seconds") from None
-    if not math.isfinite(number) or number <= 0:
-        raise ValueError("is not allowed; use a number of seconds > 0")
-    return number
+
+
+def _word(value: str) -> str:
+    return value.lower()
 
 
 def _choice(*allowed: str) -> Callable[[str], str]:
@@ -151,6 +154,20 @@ def _choice(*allowed: str) -> Callable[[str], str]:
         if word not in allowed:
             raise ValueError(f"is not allowed; use {_one_of(allowed)}")
         return word
+
+    return parse
+
+
+def _policy_key(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
+    """Input ``name`` overrides a policy key (:data:`POLICY_INPUTS`): read the text, then let the
+    policy's own rules (:func:`~relay_review.settings.check_override`) say if it is allowed."""
+    key = POLICY_INPUTS[name]
+
+    def parse(value: str) -> Any:
+        try:
+            return check_override(key, read(value))
+        except OverrideError as exc:
+            raise ValueError(f"is not allowed; use {exc.allowed}") from None
 
     return parse
 
@@ -203,8 +220,8 @@ def _path(value: str) -> str:
     return value
 
 
-def _globs(value: str) -> tuple[str, ...]:
-    globs = tuple(item.strip() for item in _SPLIT.split(value) if item.strip())
+def _globs(value: str) -> list[str]:
+    globs = [item.strip() for item in _SPLIT.split(value) if item.strip()]
     for glob in globs:
         if len(glob) > 500 or not glob.isprintable():
             raise ValueError(
@@ -241,14 +258,14 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "orchestrator-ref": ("orchestrator_ref", _ref),
     "orchestrator-path": ("orchestrator_path", _path),
     "orchestrator-min-ref": ("orchestrator_min_ref", _ref),
-    "pool": ("pool", _choice("free", "auto")),
-    "limit": ("limit", _whole(1)),
-    "account-cap": ("account_cap", _whole(1)),
-    "require-zdr": ("require_zdr", _choice("auto", "true", "false")),
-    "deadline": ("deadline", _seconds),
-    "first-byte-timeout": ("first_byte_timeout", _seconds),
-    "probe-budget": ("probe_budget", _whole(0)),
-    "exclude": ("exclude", _globs),
+    "pool": ("pool", _policy_key("pool", _word)),
+    "limit": ("limit", _policy_key("limit", _whole)),
+    "account-cap": ("account_cap", _policy_key("account-cap", _whole)),
+    "require-zdr": ("require_zdr", _policy_key("require-zdr", _word)),
+    "deadline": ("deadline", _policy_key("deadline", _number)),
+    "first-byte-timeout": ("first_byte_timeout", _policy_key("first-byte-timeout", _number)),
+    "probe-budget": ("probe_budget", _policy_key("probe-budget", _whole)),
+    "exclude": ("exclude", _policy_key("exclude", _globs)),
     "review-drafts": ("review_drafts", _bool),
     "author-associations": ("author_associations", _associations),
     "fail-on": ("fail_on", _choice("never", "request_changes", "high")),

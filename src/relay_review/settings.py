@@ -16,7 +16,8 @@ from __future__ import annotations
 
 import re
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
@@ -205,34 +206,94 @@ class Account(BaseModel):
 # loading
 
 
+@dataclass(frozen=True)
+class Layer:
+    """One source of policy values, laid over the sources before it.
+
+    ``source`` names it in error messages (a file path, ``input `policy```, ``command line``).
+    ``caps_attempt``: a deadline set here lowers the ``serving.attempt`` it inherits from the
+    layers below (one attempt never outlasts the run), unless this layer sets the attempt too;
+    flags and action inputs work this way, so ``--deadline 5`` alone needs no policy edit while
+    ``--attempt-timeout 900 --deadline 5`` is refused like the same two keys in a file.
+    """
+
+    source: str
+    data: Mapping[str, Any]
+    caps_attempt: bool = False
+
+
+def file_layer(path: str | Path) -> Layer:
+    """The policy file at ``path`` as a layer (read and parsed; validated when merged)."""
+    source = str(path)
+    try:
+        raw = Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise UsageError(f"{source}: policy file not found") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise UsageError(f"{source}: cannot read the policy file ({exc})") from None
+    return Layer(source, parse_toml(raw, source))
+
+
 def load_policy(
     path: str | Path | None = None, text: str | None = None, *, text_source: str = INLINE_SOURCE
 ) -> Policy:
-    """Read the policy file (if any), lay inline TOML over it (if any), and validate both.
-
-    Each part is validated on its own first, so an error names the part it came from; then the
-    merged whole (tables merged key by key, ``accounts`` replaced wholesale) is validated again.
-    """
-    parts: list[tuple[str, dict[str, Any]]] = []
-    if path is not None:
-        source = str(path)
-        try:
-            raw = Path(path).read_text(encoding="utf-8")
-        except FileNotFoundError:
-            raise UsageError(f"{source}: policy file not found") from None
-        except (OSError, UnicodeDecodeError) as exc:
-            raise UsageError(f"{source}: cannot read the policy file ({exc})") from None
-        parts.append((source, parse_toml(raw, source)))
+    """Read the policy file (if any), lay inline TOML over it (if any); see :func:`merge_layers`."""
+    layers = [file_layer(path)] if path is not None else []
     if text is not None:
-        parts.append((text_source, parse_toml(text, text_source)))
-    if not parts:
-        return Policy()
-    for source, data in parts:
-        validate_policy_data(data, source, layer=len(parts) > 1)
+        layers.append(Layer(text_source, parse_toml(text, text_source)))
+    return merge_layers(layers)
+
+
+def merge_layers(layers: Sequence[Layer]) -> Policy:
+    """The one way every source becomes a Policy: files, inline TOML, flags, action inputs.
+
+    Each layer is validated on its own first, so an error names the layer it came from; then the
+    layers are merged in order (tables key by key, ``accounts`` replaced wholesale) and the
+    merged whole is validated again, rules across keys included; its errors name every layer
+    (``a.toml + command line: ...``). No layers: the built-in defaults.
+    """
     merged: dict[str, Any] = {}
-    for _, data in parts:
-        merged = merge_policy_data(merged, data)
-    return validate_policy_data(merged, " + ".join(source for source, _ in parts))
+    for layer in layers:
+        validate_policy_data(layer.data, layer.source, layer=True)
+        merged = merge_policy_data(merged, layer.data)
+        serving = layer.data.get("serving") or {}
+        if layer.caps_attempt and "deadline" in serving and "attempt" not in serving:
+            merged = _cap_attempt(merged, serving["deadline"])
+    return validate_policy_data(
+        merged, " + ".join(layer.source for layer in layers) or "built-in defaults"
+    )
+
+
+def _cap_attempt(data: dict[str, Any], deadline: float) -> dict[str, Any]:
+    """Lower ``serving.attempt`` (set below, or the default) to ``deadline`` when it is longer."""
+    serving = dict(data.get("serving") or {})
+    attempt = serving.get("attempt", ServingPolicy.model_fields["attempt"].default)
+    if isinstance(attempt, int | float) and attempt > deadline:
+        serving["attempt"] = deadline
+    return {**data, "serving": serving}
+
+
+class OverrideError(ValueError):
+    """A single override value the policy refuses; ``allowed`` says what it accepts in words."""
+
+    def __init__(self, key: str, value: Any, allowed: str) -> None:
+        super().__init__(f"{key} = {_show(value)} is not allowed; use {allowed}")
+        self.key, self.value, self.allowed = key, value, allowed
+
+
+def check_override(key: str, value: Any) -> Any:
+    """Check one value for the policy key ``key`` (``catalog.limit``) by the policy's own rules.
+
+    Flags and action inputs call this as they are read, so a bad one is refused before any work
+    with the same words a policy file gets; returns the value as the policy holds it.
+    """
+    section, name = key.split(".")
+    try:
+        policy = Policy.model_validate({section: {name: value}})
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        raise OverrideError(key, value, _allowed(tuple(error["loc"]), error)) from None
+    return getattr(getattr(policy, section), name)
 
 
 def parse_policy(text: str, source: str = INLINE_SOURCE) -> Policy:

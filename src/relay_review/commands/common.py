@@ -4,35 +4,74 @@ from __future__ import annotations
 
 import argparse
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from relay_review.errors import UsageError
 from relay_review.models import Catalog
 from relay_review.routing.catalog import build_catalog, parse_discovery, parse_zdr_feed
-from relay_review.settings import Policy, load_policy, resolve_require_zdr
+from relay_review.settings import (
+    Layer,
+    OverrideError,
+    Policy,
+    check_override,
+    file_layer,
+    merge_layers,
+    resolve_require_zdr,
+)
 
 
-def positive_int(text: str) -> int:
-    """argparse type: an integer >= 0."""
+def whole_number(text: str) -> int:
+    """Read a flag's text as a whole number (its range is the policy's to check)."""
     try:
-        value = int(text)
+        return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
-    return value
 
 
-def positive_float(text: str) -> float:
-    """argparse type: a number of seconds > 0."""
+def seconds(text: str) -> float:
+    """Read a flag's text as a number of seconds (its range is the policy's to check)."""
     try:
-        value = float(text)
+        return float(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
-    if not value > 0 or value == float("inf"):
-        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text!r}")
-    return value
+
+
+def policy_flag(key: str, read: Callable[[str], Any] = str) -> Callable[[str], Any]:
+    """argparse type of a flag that overrides the policy key ``key`` (``catalog.limit``).
+
+    The text is read by ``read``, then checked by the policy's own rules
+    (:func:`~relay_review.settings.check_override`), so ``--limit 0`` is refused as argparse
+    refuses a bad flag, in the words a policy file with ``limit = 0`` gets.
+    """
+
+    def parse(text: str) -> Any:
+        try:
+            return check_override(key, read(text))
+        except OverrideError as exc:
+            raise argparse.ArgumentTypeError(str(exc)) from None
+
+    parse.__name__ = key  # argparse names the type in some messages
+    return parse
+
+
+#: flag (its argparse ``dest``) -> the policy key it overrides. Flags a command lacks are skipped.
+FLAG_KEYS: dict[str, str] = {
+    "limit": "catalog.limit",
+    "account_cap": "catalog.account_cap",
+    "pool": "catalog.pool",
+    "require_zdr": "catalog.require_zdr",
+    "probe_budget": "preflight.probe_budget",
+    "probe_timeout": "preflight.probe_timeout",
+    "connect_timeout": "serving.connect",
+    "deadline": "serving.deadline",
+    "first_byte_timeout": "serving.first_byte",
+    "idle_timeout": "serving.idle",
+    "attempt_timeout": "serving.attempt",
+}
+#: How the flags name their layer in errors about the merged policy.
+FLAGS_SOURCE = "command line"
 
 
 def add_catalog_args(parser: argparse.ArgumentParser) -> None:
@@ -41,10 +80,19 @@ def add_catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--zdr-feed", metavar="FILE", help="ZDR feed JSON shaped like OpenRouter's /endpoints/zdr"
     )
-    parser.add_argument("--limit", type=positive_int, help="routes to select (12)")
-    parser.add_argument("--account-cap", type=positive_int, help="most routes from one account (8)")
     parser.add_argument(
-        "--pool", choices=("free", "auto"), help="free only (default), or free then priced"
+        "--limit", type=policy_flag("catalog.limit", whole_number), help="routes to select (12)"
+    )
+    parser.add_argument(
+        "--account-cap",
+        type=policy_flag("catalog.account_cap", whole_number),
+        help="most routes from one account (8)",
+    )
+    parser.add_argument(
+        "--pool",
+        type=policy_flag("catalog.pool"),
+        metavar="{free,auto}",
+        help="free only (default), or free then priced",
     )
     parser.add_argument(
         "--require-zdr", action="store_true", default=None, help="keep ZDR routes only"
@@ -67,8 +115,9 @@ def read_json(path: str, what: str) -> Any:
 def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) -> Catalog:
     """Load the discovery report (and ZDR feed) named by the flags and build the catalog.
 
-    Flags win over the policy's ``[catalog]``; ``require_zdr = "auto"`` means false here (the
-    command line knows no repository; the action resolves it from the repository's visibility).
+    The catalog flags are already laid over the policy's ``[catalog]`` (:func:`policy_from_args`);
+    ``require_zdr = "auto"`` means false here (the command line knows no repository; the action
+    resolves it from the repository's visibility).
     """
     policy = policy or policy_from_args(args)
     routes = parse_discovery(read_json(args.discovery, "discovery report"))
@@ -77,53 +126,49 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     return build_catalog(
         routes,
         zdr_ids,
-        limit=c.limit if args.limit is None else args.limit,
-        account_cap=c.account_cap if args.account_cap is None else args.account_cap,
-        pool=args.pool or c.pool,
-        require_zdr=args.require_zdr or resolve_require_zdr(c.require_zdr, repo_private=False),
+        limit=c.limit,
+        account_cap=c.account_cap,
+        pool=c.pool,
+        require_zdr=resolve_require_zdr(c.require_zdr, repo_private=False),
     )
 
 
 def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -> None:
     """Preflight and serving bounds; defaults come from the policy (``--policy``) or built-ins."""
-    parser.add_argument("--probe-budget", type=positive_int, help="most probes per run (6)")
-    parser.add_argument("--probe-timeout", type=positive_float, help="bound of one probe, s (10)")
-    parser.add_argument("--connect-timeout", type=positive_float, help="TCP/TLS connect, s (5)")
-    parser.add_argument("--deadline", type=positive_float, help="whole run, probes included (600)")
+
+    def flag(name: str, key: str, read: Callable[[str], Any], help: str) -> None:
+        parser.add_argument(name, type=policy_flag(key, read), help=help)
+
+    flag("--probe-budget", "preflight.probe_budget", whole_number, "most probes per run (6)")
+    flag("--probe-timeout", "preflight.probe_timeout", seconds, "bound of one probe, s (10)")
+    flag("--connect-timeout", "serving.connect", seconds, "TCP/TLS connect, s (5)")
+    flag("--deadline", "serving.deadline", seconds, "whole run, probes included (600)")
     if serving:
-        parser.add_argument(
-            "--first-byte-timeout", type=positive_float, help="request -> first byte, s (20)"
-        )
-        parser.add_argument(
-            "--idle-timeout", type=positive_float, help="longest silent gap while streaming (30)"
-        )
-        parser.add_argument(
-            "--attempt-timeout", type=positive_float, help="one whole attempt, s (180)"
-        )
+        flag("--first-byte-timeout", "serving.first_byte", seconds, "request -> first byte, s (20)")
+        flag("--idle-timeout", "serving.idle", seconds, "longest silent gap while streaming (30)")
+        flag("--attempt-timeout", "serving.attempt", seconds, "one whole attempt, s (180)")
 
 
-_FLAG_TO_POLICY = {
-    "probe_budget": ("preflight", "probe_budget"),
-    "probe_timeout": ("preflight", "probe_timeout"),
-    "connect_timeout": ("serving", "connect"),
-    "deadline": ("serving", "deadline"),
-    "first_byte_timeout": ("serving", "first_byte"),
-    "idle_timeout": ("serving", "idle"),
-    "attempt_timeout": ("serving", "attempt"),
-}
+def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
+    """The flags given, as a policy-shaped mapping (flags not given, or not defined, left out)."""
+    table: dict[str, dict[str, Any]] = {}
+    for dest, key in FLAG_KEYS.items():
+        value = getattr(args, dest, None)
+        if value is not None:
+            section, name = key.split(".")
+            table.setdefault(section, {})[name] = value
+    return table
 
 
 def policy_from_args(args: argparse.Namespace) -> Policy:
-    """The policy file named by ``--policy`` (or built-in defaults) with the flags laid over it."""
-    policy = load_policy(args.policy) if getattr(args, "policy", None) else Policy()
-    updates: dict[str, dict[str, Any]] = {}
-    for flag, (section, key) in _FLAG_TO_POLICY.items():
-        value = getattr(args, flag, None)
-        if value is not None:
-            updates.setdefault(section, {})[key] = value
-    return policy.model_copy(
-        update={
-            section: getattr(policy, section).model_copy(update=values)
-            for section, values in updates.items()
-        }
-    )
+    """The policy file named by ``--policy`` (or built-in defaults) with the flags laid over it.
+
+    Both are layers merged and validated by :func:`~relay_review.settings.merge_layers`, so a
+    flag that conflicts with another key (``--attempt-timeout 900 --deadline 5``) is refused
+    as the policy file would refuse it; ``--deadline`` alone lowers a longer attempt bound.
+    """
+    layers = [file_layer(args.policy)] if getattr(args, "policy", None) else []
+    flags = flag_overrides(args)
+    if flags:
+        layers.append(Layer(FLAGS_SOURCE, flags, caps_attempt=True))
+    return merge_layers(layers)
