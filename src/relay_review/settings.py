@@ -6,6 +6,11 @@ keys, so a typo fails loudly instead of being ignored. Every bad value fails wit
 
     relay-review.toml: catalog.pool = 'cheap' is not allowed; use free or auto
 
+Every source of configuration is a :class:`Layer` merged by :func:`merge_layers`, the one place
+a Policy is assembled: the policy file, the inline policy, command-line flags and action inputs
+(the last two through :func:`check_override` as they are read, so a bad flag or input is refused
+in the file's words before any work). Rules across keys are checked on the merged whole.
+
 Accounts come from two places: ``[[accounts]]`` tables in the policy, and key variables found in
 the environment by convention (see :func:`env_accounts`). A policy account wins over an
 environment account of the same name. Key *values* are never read into these records: an
