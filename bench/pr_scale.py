@@ -126,6 +126,7 @@ async def review_big_pr(files: list[dict], deadline: float) -> dict[str, Any]:
             index, catalog, policy, drill_environ(scenario), title="Scale", body="A huge PR."
         )
     comment = comment_markdown(report, marker=MARKER, limit=MAX_BODY_CHARS)
+    report = report.to_json()
     report["_comment_chars"] = len(comment)
     report["_report_bytes"] = len(json.dumps(report))
     return report

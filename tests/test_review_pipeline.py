@@ -39,7 +39,8 @@ async def review_with(
     scenario = Scenario("t", "test", models, healthy=None)
     async with fleet_for(scenario, reply=drill_reply) as fleet:
         catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        return await pipeline.review(index, catalog, pol, drill_environ(scenario), **kw)
+        report = await pipeline.review(index, catalog, pol, drill_environ(scenario), **kw)
+    return report.to_json()
 
 
 def assert_cites_real_changed_lines(findings):
@@ -260,7 +261,9 @@ async def test_response_format_sent_only_to_routes_that_declare_it():
             if route["account"] == "a":
                 route["response_format"] = "json_schema"
         catalog = build_catalog(parse_discovery(discovery))
-        report = await pipeline.review(INDEX, catalog, policy(), drill_environ(scenario))
+        report = (
+            await pipeline.review(INDEX, catalog, policy(), drill_environ(scenario))
+        ).to_json()
         served = [r for r in fleet.chat_requests() if r.max_tokens != 16]
         probes = [r for r in fleet.chat_requests() if r.max_tokens == 16]
     assert report["decision"] == "request_changes"

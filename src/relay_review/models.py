@@ -7,6 +7,7 @@ chat call into an :class:`Outcome`; the report carries all of it to rendering.
 from __future__ import annotations
 
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -202,3 +203,264 @@ class ServedBy(BaseModel):
     agent_id: str
     account: str
     model: str
+
+
+# --------------------------------------------------------------------------------------------
+# the run's report: what the review stages hand to rendering and publishing
+
+
+class Decision(StrEnum):
+    """What a run concluded. The first four are verdicts; ``skipped`` and ``error`` are only the
+    action's ``decision`` output for a run that produced none."""
+
+    APPROVE = "approve"
+    COMMENT = "comment"
+    REQUEST_CHANGES = "request_changes"
+    UNAVAILABLE = "unavailable"
+    SKIPPED = "skipped"
+    ERROR = "error"
+
+
+class Stopped(StrEnum):
+    """Why serving (one chunk, or the whole review) stopped."""
+
+    SERVED = "served"
+    PARTIAL = "partial"
+    DEADLINE = "deadline"
+    EXHAUSTED = "exhausted"
+    NOTHING_TO_REVIEW = "nothing to review"
+
+
+class RouteStatus(StrEnum):
+    """The readiness table's preflight column: :class:`Readiness`, plus ``abandoned`` for a probe
+    that went out but was cancelled when the run finished (reported as ``unprobed``)."""
+
+    READY = "ready"
+    DEFERRED = "deferred"
+    REJECTED = "rejected"
+    TIMEOUT = "timeout"
+    UNPROBED = "unprobed"
+    ABANDONED = "abandoned"
+
+
+#: The word a probe's detail carries when the session cancelled it in flight.
+ABANDONED_MARK = "abandoned"
+
+
+class ReviewStatus(StrEnum):
+    """Whether a changed file was reviewed."""
+
+    REVIEWED = "reviewed"
+    SKIPPED = "skipped"
+
+
+class NotPosted(StrEnum):
+    """Why the action posted nothing on the pull request."""
+
+    HEAD_MOVED = "head_moved"
+    READ_ONLY = "read_only"
+    RATE_LIMITED = "rate_limited"
+    FAILED = "failed"
+
+
+class _Row(BaseModel):
+    """A report row: typed where the code reads it, other keys kept as they came (a report read
+    back from JSON renders the same as the one that was written)."""
+
+    model_config = ConfigDict(extra="allow")
+
+
+class ReportFinding(_Row):
+    """A verified finding as the report holds it (see :class:`review.verdict.Finding`)."""
+
+    path: str
+    line: int
+    side: str = "RIGHT"
+    quote: str = ""
+    severity: str = ""
+    message: str = ""
+
+
+class UnverifiedFinding(_Row):
+    """A finding that did not verify, and why."""
+
+    path: str | None = None
+    line: int | None = None
+    side: str = "RIGHT"
+    quote: str = ""
+    severity: str = ""
+    message: str = ""
+    reason: str = ""
+
+
+class FileReport(_Row):
+    """One changed file: reviewed, or skipped with the reason."""
+
+    path: str
+    status: str = ReviewStatus.REVIEWED
+    reason: str | None = ""
+    #: Changed content no model was shown (not an exclusion the policy trusts): the review is
+    #: partial and never approves.
+    left_out: bool = False
+
+
+class RouteRef(_Row):
+    """A route named in the report (served a chunk, or a row of a table)."""
+
+    agent_id: str
+    account: str = ""
+    model: str = ""
+
+
+class ChunkReport(_Row):
+    """How one chunk of the diff was served."""
+
+    number: int | None = None
+    total: int | None = None
+    paths: list[str] = Field(default_factory=list)
+    served_by: RouteRef | None = None
+    stopped: str = ""
+
+
+class SelectedRoute(_Row):
+    """A catalog route as the report shows it (:meth:`CatalogEntry.summary`)."""
+
+    agent_id: str
+    account: str = ""
+    provider: str = ""
+    model: str = ""
+    cost: str = ""
+    zdr: bool = False
+    priority: int = 0
+
+
+class CatalogSummary(_Row):
+    """The catalog as the report holds it (:meth:`Catalog.to_json`)."""
+
+    selected: list[SelectedRoute] = Field(default_factory=list)
+    report: dict | None = None
+
+
+class ProbeReport(_Row):
+    """A readiness row (:class:`Probe` as JSON)."""
+
+    agent_id: str
+    account: str = ""
+    model: str = ""
+    status: str = RouteStatus.UNPROBED
+    http_status: int | None = None
+    first_byte_s: float | None = None
+    latency_s: float | None = None
+    detail: str | None = ""
+
+    @property
+    def column(self) -> str:
+        """The preflight column: an abandoned probe is not silently ``unprobed``."""
+        if self.status == RouteStatus.UNPROBED and ABANDONED_MARK in (self.detail or ""):
+            return RouteStatus.ABANDONED
+        return self.status
+
+
+class AttemptReport(_Row):
+    """A serving attempt row (:class:`Attempt` as JSON)."""
+
+    agent_id: str
+    account: str = ""
+    model: str = ""
+    phase: str = ""
+    outcome: str = ""
+    http_status: int | None = None
+    elapsed_s: float | None = None
+    started_s: float | None = None
+    detail: str | None = ""
+    purpose: str = "serve"
+
+
+class Verdict(BaseModel):
+    """What the review concluded: the decision (computed, never the model's), the texts, and the
+    findings that did and did not verify."""
+
+    decision: Decision = Decision.UNAVAILABLE
+    summary: str = ""
+    findings: list[ReportFinding] = Field(default_factory=list)
+    unverified: list[UnverifiedFinding] = Field(default_factory=list)
+    stopped: str = Stopped.NOTHING_TO_REVIEW
+    why: str = ""
+    partial: str = ""
+
+
+#: Report keys of the review itself, in the JSON report's order.
+_VERDICT_KEYS = ("decision", "summary", "findings", "unverified")
+_REVIEW_KEYS = ("files", "served_by", "chunks", "attempts", "readiness", "catalog")
+#: Keys the action adds (absent from the ``review`` command's report).
+ACTION_KEYS = (
+    "provenance",
+    "context",
+    "policy",
+    "pull_request",
+    "require_zdr",
+    "discovery",
+    "relay_review_version",
+    "github",
+    "run_elapsed_s",
+    "exit_code",
+)
+
+
+class RunReport(BaseModel):
+    """Everything a run found out, typed; :meth:`to_json` is the documented JSON report."""
+
+    model_config = ConfigDict(extra="allow")
+
+    verdict: Verdict = Field(default_factory=Verdict)
+    files: list[FileReport] = Field(default_factory=list)
+    served_by: RouteRef | None = None
+    chunks: list[ChunkReport] = Field(default_factory=list)
+    attempts: list[AttemptReport] = Field(default_factory=list)
+    readiness: list[ProbeReport] = Field(default_factory=list)
+    catalog: CatalogSummary = Field(default_factory=CatalogSummary)
+    probes_sent: int | None = 0
+    elapsed_s: float | None = 0.0
+    # set by the action (and the drill's provenance); absent from the JSON when unset
+    provenance: str | None = None
+    context: dict | None = None
+    policy: dict | None = None
+    pull_request: dict | None = None
+    require_zdr: bool | None = None
+    discovery: dict | None = None
+    relay_review_version: str | None = None
+    github: dict | None = None
+    run_elapsed_s: float | None = None
+    exit_code: int | None = None
+
+    @property
+    def decision(self) -> Decision:
+        return self.verdict.decision
+
+    @classmethod
+    def from_json(cls, data: Any) -> RunReport:
+        """A report from its JSON form (or a partial one: missing keys take their defaults)."""
+        if isinstance(data, RunReport):
+            return data
+        data = dict(data)
+        verdict = {
+            k: data.pop(k) for k in (*_VERDICT_KEYS, "stopped", "why", "partial") if k in data
+        }
+        if verdict.get("decision") is None:
+            verdict.pop("decision", None)
+        return cls.model_validate({**data, "verdict": verdict})
+
+    def to_json(self) -> dict[str, Any]:
+        """The JSON report: review keys in their documented order, then the action's."""
+        v = self.verdict.model_dump(mode="json")
+        body = self.model_dump(mode="json", exclude={"verdict"})
+        out = {k: v[k] for k in _VERDICT_KEYS}
+        out.update({k: body.pop(k) for k in _REVIEW_KEYS})
+        out.update(probes_sent=body.pop("probes_sent"), elapsed_s=body.pop("elapsed_s"))
+        out.update(stopped=v["stopped"], why=v["why"], partial=v["partial"])
+        for key in ACTION_KEYS:
+            value = body.pop(key)
+            if value is not None or key in self.model_fields_set:
+                out[key] = value
+        out.update(body)  # extra keys, as they came
+        return out

@@ -8,7 +8,21 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from relay_review.models import Catalog
+from relay_review.models import (
+    AttemptReport,
+    Catalog,
+    Decision,
+    FileReport,
+    ProbeReport,
+    ReportFinding,
+    RouteRef,
+    RunReport,
+    SelectedRoute,
+    UnverifiedFinding,
+)
+
+#: Rows as typed records, or as their JSON form (the CLI commands' reports); JSON is coerced.
+Rows = Sequence[Any]
 
 
 def align(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
@@ -28,12 +42,18 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _served_ids(served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None) -> set[str]:
+def _typed(model: type, rows: Rows) -> list[Any]:
+    """``rows`` as ``model`` records (JSON rows are validated; typed ones kept)."""
+    return [r if isinstance(r, model) else model.model_validate(r) for r in rows]
+
+
+def _served_ids(served_by: Any) -> set[str]:
+    """Agent ids of one route or a list of routes (typed or JSON)."""
     if not served_by:
         return set()
-    if isinstance(served_by, Mapping):
-        return {served_by["agent_id"]}
-    return {s["agent_id"] for s in served_by if s}
+    if isinstance(served_by, Mapping | RouteRef):
+        served_by = [served_by]
+    return {r.agent_id for r in _typed(RouteRef, [s for s in served_by if s])}
 
 
 def catalog_table(catalog: Catalog) -> str:
@@ -58,10 +78,10 @@ def catalog_table(catalog: Catalog) -> str:
 
 
 def readiness_rows(
-    catalog: Sequence[Mapping[str, Any]],
-    readiness: Sequence[Mapping[str, Any]],
-    served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
-    attempts: Sequence[Mapping[str, Any]] = (),
+    catalog: Rows,
+    readiness: Rows,
+    served_by: Any,
+    attempts: Rows = (),
 ) -> list[list[Any]]:
     """One row per catalog route: priority, route, tier, preflight result, what was found,
     whether it served.
@@ -70,24 +90,24 @@ def readiness_rows(
     ``found`` names the fault: the route's last failed serving attempt (from ``attempts``), else
     its probe's detail when the probe did not find it ready.
     """
-    by_id = {r["agent_id"]: r for r in readiness}
-    failures = {a["agent_id"]: a for a in attempts if a.get("outcome") != "ok"}
+    by_id = {r.agent_id: r for r in _typed(ProbeReport, readiness)}
+    failures = {a.agent_id: a for a in _typed(AttemptReport, attempts) if a.outcome != "ok"}
     served = _served_ids(served_by)
     rows = []
-    for c in catalog:
-        r = by_id.get(c["agent_id"], {})
+    for c in _typed(SelectedRoute, catalog):
+        r = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
         rows.append(
             [
-                c["priority"],
-                c["account"],
-                c["model"],
-                f"{c['cost']}{'+zdr' if c['zdr'] else ''}",
-                _status(r),
-                r.get("http_status"),
-                r.get("first_byte_s"),
-                r.get("latency_s"),
-                _found(r, failures.get(c["agent_id"])),
-                "SERVED" if c["agent_id"] in served else "",
+                c.priority,
+                c.account,
+                c.model,
+                f"{c.cost}{'+zdr' if c.zdr else ''}",
+                r.column,
+                r.http_status,
+                r.first_byte_s,
+                r.latency_s,
+                _found(r, failures.get(c.agent_id)),
+                "SERVED" if c.agent_id in served else "",
             ]
         )
     return rows
@@ -97,23 +117,15 @@ def readiness_rows(
 FOUND_CHARS = 140
 
 
-def _found(probe: Mapping[str, Any], failure: Mapping[str, Any] | None) -> str:
+def _found(probe: ProbeReport, failure: AttemptReport | None) -> str:
     if failure is not None:
-        text = "serving: " + (failure.get("detail") or str(failure.get("outcome")))
-    elif probe.get("status", "unprobed") == "ready":
+        text = "serving: " + (failure.detail or str(failure.outcome))
+    elif probe.status == "ready":
         text = "ready"
     else:
-        text = probe.get("detail") or "not probed"
+        text = probe.detail or "not probed"
     text = " ".join(text.split())
     return text if len(text) <= FOUND_CHARS else text[: FOUND_CHARS - 1] + "…"
-
-
-def _status(probe: Mapping[str, Any]) -> str:
-    """The preflight column: a probe that went out but was abandoned is not silently "unprobed"."""
-    status = probe.get("status", "unprobed")
-    if status == "unprobed" and "abandoned" in (probe.get("detail") or ""):
-        return "abandoned"
-    return status
 
 
 READINESS_HEADER = (
@@ -131,35 +143,22 @@ READINESS_HEADER = (
 ATTEMPT_HEADER = ("#", "start_s", "route", "for", "phase", "outcome", "http", "elapsed_s")
 
 
-def readiness_table(
-    catalog: Sequence[Mapping[str, Any]],
-    readiness: Sequence[Mapping[str, Any]],
-    served_by: Mapping[str, Any] | Sequence[Mapping[str, Any]] | None,
-    attempts: Sequence[Mapping[str, Any]] = (),
-) -> str:
+def readiness_table(catalog: Rows, readiness: Rows, served_by: Any, attempts: Rows = ()) -> str:
     """The selection and readiness table as aligned text."""
     if not catalog:
         return "No routes selected."
     return align(READINESS_HEADER, readiness_rows(catalog, readiness, served_by, attempts))
 
 
-def attempt_rows(attempts: Sequence[Mapping[str, Any]]) -> list[list[Any]]:
+def attempt_rows(attempts: Rows) -> list[list[Any]]:
+    """One row per attempt, numbered from 1."""
     return [
-        [
-            i,
-            a.get("started_s"),
-            a["agent_id"],
-            a.get("purpose", "serve"),
-            a["phase"],
-            a["outcome"],
-            a.get("http_status"),
-            a["elapsed_s"],
-        ]
-        for i, a in enumerate(attempts, 1)
+        [i, a.started_s, a.agent_id, a.purpose, a.phase, a.outcome, a.http_status, a.elapsed_s]
+        for i, a in enumerate(_typed(AttemptReport, attempts), 1)
     ]
 
 
-def attempt_timeline(attempts: Sequence[Mapping[str, Any]]) -> str:
+def attempt_timeline(attempts: Rows) -> str:
     """Every serving attempt in order, as aligned text."""
     if not attempts:
         return "No serving attempts."
@@ -245,25 +244,24 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def _finding_link(f: Mapping[str, Any], ctx: Mapping[str, Any]) -> str:
+def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
     """``path:line`` as a link to the head (RIGHT) or base (LEFT) commit, when the PR is known."""
-    label = md_code(f"{f['path']}:{f['line']}{' (old)' if f.get('side') == 'LEFT' else ''}")
-    sha = ctx.get("base_sha") if f.get("side") == "LEFT" else ctx.get("head_sha")
+    label = md_code(f"{f.path}:{f.line}{' (old)' if f.side == 'LEFT' else ''}")
+    sha = ctx.get("base_sha") if f.side == "LEFT" else ctx.get("head_sha")
     if not (ctx.get("server_url") and ctx.get("repo") and sha):
         return label
     from urllib.parse import quote
 
-    url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f['path']))}#L{int(f['line'])}"
+    url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
     return f"[{label}]({url})"
 
 
-def _findings_md(findings: Sequence[Mapping[str, Any]], ctx: Mapping[str, Any]) -> str:
+def _findings_md(findings: Sequence[ReportFinding], ctx: Mapping[str, Any]) -> str:
     lines = []
     for f in findings:
-        quote = f" — {md_code(f['quote'], 120)}" if f.get("quote") else ""
+        quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
         lines.append(
-            f"- **{md_text(f['severity'], 10)}** {_finding_link(f, ctx)}: "
-            f"{md_text(f['message'])}{quote}"
+            f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}: {md_text(f.message)}{quote}"
         )
     return "\n".join(lines)
 
@@ -281,122 +279,154 @@ def _details(summary: str, body: str) -> str:
 PARTIAL_NOTE_FILES = 10
 
 
-def _partial_md(partial: str, left_out: list[Mapping[str, Any]]) -> str:
+def _partial_md(partial: str, left_out: Sequence[FileReport]) -> str:
     """The quoted note at the top of a partial review: why, and which files were not shown."""
     lines = [f"> **Partial review:** {md_text(partial, 400)}."]
     for f in left_out[:PARTIAL_NOTE_FILES]:
-        lines.append(f"> - {md_code(f.get('path'))}: {md_text(f.get('reason') or '', 200)}")
+        lines.append(f"> - {md_code(f.path)}: {md_text(f.reason or '', 200)}")
     if len(left_out) > PARTIAL_NOTE_FILES:
         lines.append(f"> - _and {len(left_out) - PARTIAL_NOTE_FILES} more (see the files list)_")
     return "\n".join(lines) + "\n\n"
 
 
-def comment_sections(report: Mapping[str, Any]) -> list[tuple[str, str, str]]:
-    """(name, full Markdown, shortened Markdown) for each part of the comment, in display order."""
-    ctx = report.get("context") or {}
-    decision = report.get("decision", "unavailable")
-    findings = report.get("findings") or []
-    unverified = report.get("unverified") or []
-    files = report.get("files") or []
-    skipped = [f for f in files if f.get("status") != "reviewed"]
-    catalog = (report.get("catalog") or {}).get("selected") or []
-    attempts = report.get("attempts") or []
-    served = report.get("served_by")
+#: A part of the comment: (name, full Markdown, shortened Markdown).
+Section = tuple[str, str, str]
+#: Findings shown when the findings section is shortened.
+SHORT_FINDINGS = 50
+#: Routes that did not serve kept when the readiness table is shortened.
+SHORT_ROUTES = 10
 
-    head = f"## relay-review: {DECISION_TITLES.get(decision, md_text(decision))}"
-    if decision == "unavailable":
-        why = report.get("why") or "no route produced a valid verdict before the deadline"
+
+def _head_section(report: RunReport) -> Section:
+    """The decision's title and the summary (or why there is no verdict), after the note that
+    the review is partial."""
+    v = report.verdict
+    title = DECISION_TITLES.get(v.decision, md_text(v.decision))
+    head = f"## relay-review: {title}"
+    if v.decision == Decision.UNAVAILABLE:
+        why = v.why or "no route produced a valid verdict before the deadline"
         summary = f"No verdict: {md_text(why)}. Every route's fate is in the table below."
-        short = summary
-    else:
-        raw = report.get("summary") or ""
-        summary = _summary_md(raw)
-        # the short form is cut before escaping, so never inside an escape
-        short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
-        if report.get("partial"):
-            note = _partial_md(report["partial"], [f for f in files if f.get("left_out")])
-            summary, short = note + summary, note + short
-    sections = [("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")]
+        return ("head", f"{head}\n\n{summary}", f"{head}\n\n{summary}")
+    raw = v.summary
+    summary = _summary_md(raw)
+    # the short form is cut before escaping, so never inside an escape
+    short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
+    if v.partial:
+        note = _partial_md(v.partial, [f for f in report.files if f.left_out])
+        summary, short = note + summary, note + short
+    return ("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")
 
-    if findings:
-        full = f"### Findings ({len(findings)} verified)\n\n{_findings_md(findings, ctx)}"
-        short = (
-            f"### Findings ({len(findings)} verified)\n\n{_findings_md(findings[:50], ctx)}\n\n"
-            f"_{len(findings) - 50} more findings are in the JSON report._"
-        )
-        sections.append(("findings", full, short if len(findings) > 50 else full))
-    elif decision != "unavailable":
-        sections.append(("findings", "No verified findings.", "No verified findings."))
 
-    if unverified:
-        body = "\n".join(
-            f"- {md_code(str(u.get('path')) + ':' + str(u.get('line')))}: "
-            f"{md_text(u.get('message', ''), 300)} — "
-            f"_rejected: {md_text(u.get('reason', ''), 300)}_"
-            for u in unverified
-        )
-        title = f"Unverified findings ({len(unverified)}): cited lines not in the diff; not counted"
-        sections.append(
-            (
-                "unverified",
-                _details(title, body),
-                f"_{len(unverified)} unverified findings omitted._",
-            )
-        )
+def _findings_section(report: RunReport) -> Section | None:
+    findings = report.verdict.findings
+    ctx = report.context or {}
+    if not findings:
+        if report.decision == Decision.UNAVAILABLE:
+            return None
+        return ("findings", "No verified findings.", "No verified findings.")
+    title = f"### Findings ({len(findings)} verified)"
+    full = f"{title}\n\n{_findings_md(findings, ctx)}"
+    if len(findings) <= SHORT_FINDINGS:
+        return ("findings", full, full)
+    short = (
+        f"{title}\n\n{_findings_md(findings[:SHORT_FINDINGS], ctx)}\n\n"
+        f"_{len(findings) - SHORT_FINDINGS} more findings are in the JSON report._"
+    )
+    return ("findings", full, short)
 
-    if skipped:
-        body = "\n".join(
-            f"- {md_code(f.get('path'))}: {md_text(f.get('reason') or f.get('status'), 200)}"
-            for f in skipped
-        )
-        title = f"Files not reviewed ({len(skipped)} of {len(files)})"
-        sections.append(
-            ("files", _details(title, body), f"_{len(skipped)} files were not reviewed._")
-        )
 
-    chunk_servers = [c["served_by"] for c in report.get("chunks") or [] if c.get("served_by")]
-    servers = chunk_servers or ([served] if served else [])
+def _unverified_line(u: UnverifiedFinding) -> str:
+    return (
+        f"- {md_code(str(u.path) + ':' + str(u.line))}: {md_text(u.message, 300)} — "
+        f"_rejected: {md_text(u.reason, 300)}_"
+    )
+
+
+def _unverified_section(report: RunReport) -> Section | None:
+    unverified = report.verdict.unverified
+    if not unverified:
+        return None
+    body = "\n".join(_unverified_line(u) for u in unverified)
+    title = f"Unverified findings ({len(unverified)}): cited lines not in the diff; not counted"
+    return (
+        "unverified",
+        _details(title, body),
+        f"_{len(unverified)} unverified findings omitted._",
+    )
+
+
+def _files_section(report: RunReport) -> Section | None:
+    skipped: list[FileReport] = [f for f in report.files if f.status != "reviewed"]
+    if not skipped:
+        return None
+    body = "\n".join(f"- {md_code(f.path)}: {md_text(f.reason or f.status, 200)}" for f in skipped)
+    title = f"Files not reviewed ({len(skipped)} of {len(report.files)})"
+    return ("files", _details(title, body), f"_{len(skipped)} files were not reviewed._")
+
+
+def _readiness_section(report: RunReport) -> Section:
+    """Every catalog route's preflight result and fault, and which routes served."""
+    chunk_servers = [c.served_by for c in report.chunks if c.served_by]
+    servers = chunk_servers or ([report.served_by] if report.served_by else [])
     rows = [
         [_md_cell(c) for c in row]
         for row in readiness_rows(
-            catalog, report.get("readiness") or [], servers, report.get("attempts") or []
+            report.catalog.selected, report.readiness, servers, report.attempts
         )
     ]
-    names = sorted({s["agent_id"] for s in servers})
+    names = sorted({s.agent_id for s in servers})
     served_line = (
         "Served by " + ", ".join(md_code(n) for n in names) + "." if names else "No route served."
     )
+    title = "### Routes: selection and readiness"
     table = md_table(READINESS_HEADER, rows) if rows else "No routes were selected."
-    full = f"### Routes: selection and readiness\n\n{table}\n\n{served_line}"
-    keep = [r for r in rows if r[-1]] + [r for r in rows if not r[-1]][:10]
+    full = f"{title}\n\n{table}\n\n{served_line}"
+    keep = [r for r in rows if r[-1]] + [r for r in rows if not r[-1]][:SHORT_ROUTES]
+    if len(keep) == len(rows):
+        return ("readiness", full, full)
     short = (
-        f"### Routes: selection and readiness\n\n{md_table(READINESS_HEADER, keep)}\n\n"
+        f"{title}\n\n{md_table(READINESS_HEADER, keep)}\n\n"
         f"{served_line} _{len(rows) - len(keep)} rows omitted._"
     )
-    sections.append(("readiness", full, short if len(keep) < len(rows) else full))
+    return ("readiness", full, short)
 
-    if attempts:
-        arows = [[_md_cell(c) for c in row] for row in attempt_rows(attempts)]
-        sections.append(
-            (
-                "attempts",
-                _details(f"Attempt timeline ({len(attempts)})", md_table(ATTEMPT_HEADER, arows)),
-                f"_{len(attempts)} attempts omitted._",
-            )
-        )
 
+def _attempts_section(report: RunReport) -> Section | None:
+    attempts = report.attempts
+    if not attempts:
+        return None
+    rows = [[_md_cell(c) for c in row] for row in attempt_rows(attempts)]
+    full = _details(f"Attempt timeline ({len(attempts)})", md_table(ATTEMPT_HEADER, rows))
+    return ("attempts", full, f"_{len(attempts)} attempts omitted._")
+
+
+def _footer_section(report: RunReport) -> Section:
     foot = []
-    if report.get("provenance"):
-        foot.append(f"policy {md_code(report['provenance'], 200)}")
-    foot.append(f"{len(catalog)} routes")
-    if report.get("probes_sent") is not None:
-        foot.append(f"{report['probes_sent']} probes")
-    if report.get("elapsed_s") is not None:
-        foot.append(f"{float(report['elapsed_s']):.1f} s")
+    if report.provenance:
+        foot.append(f"policy {md_code(report.provenance, 200)}")
+    foot.append(f"{len(report.catalog.selected)} routes")
+    if report.probes_sent is not None:
+        foot.append(f"{report.probes_sent} probes")
+    if report.elapsed_s is not None:
+        foot.append(f"{float(report.elapsed_s):.1f} s")
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
-    sections.append(("footer", text, text))
-    return sections
+    return ("footer", text, text)
+
+
+def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
+    """(name, full Markdown, shortened Markdown) for each part of the comment, in display order."""
+    report = RunReport.from_json(report)
+    parts = (
+        _head_section(report),
+        _findings_section(report),
+        _unverified_section(report),
+        _files_section(report),
+        _readiness_section(report),
+        _attempts_section(report),
+        _footer_section(report),
+    )
+    return [p for p in parts if p is not None]
 
 
 #: Which parts give way first when the comment is too long.
@@ -404,7 +434,7 @@ TRUNCATION_ORDER = ("attempts", "unverified", "files", "readiness", "findings", 
 
 
 def comment_markdown(
-    report: Mapping[str, Any], *, marker: str = "", limit: int = COMMENT_LIMIT
+    report: RunReport | Mapping[str, Any], *, marker: str = "", limit: int = COMMENT_LIMIT
 ) -> str:
     """The sticky comment body: fits ``limit`` characters, shortening the least important first."""
     sections = comment_sections(report)

@@ -16,6 +16,7 @@ from relay_review.commands.common import (
     policy_from_args,
 )
 from relay_review.errors import UsageError
+from relay_review.models import Decision
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex, DiffParseError, scrub_text
 
@@ -60,7 +61,7 @@ def run(args: argparse.Namespace) -> int:
         pipeline.review(index, catalog, policy, os.environ, title=title, body=body)
     )
     if args.format == "json":
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
         print(comment_markdown(report))
-    return 1 if report["decision"] == "unavailable" else 0
+    return 1 if report.decision == Decision.UNAVAILABLE else 0

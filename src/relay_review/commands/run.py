@@ -308,7 +308,7 @@ def _run(env: dict[str, str], secrets: Secrets) -> int:
                     started_at=started,
                     unlisted_files=unlisted,
                 )
-            )
+            ).to_json()
         _log_review(report)
 
     report = dict(report)

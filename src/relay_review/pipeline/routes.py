@@ -1,0 +1,68 @@
+"""The routing flows without a review: probe the catalog, or serve one chat request."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from relay_review.models import Catalog
+from relay_review.routing.preflight import ChatFn
+from relay_review.routing.session import RoutingSession
+from relay_review.settings import Policy
+
+
+def session_for(
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    chat: ChatFn | None,
+    started_at: float | None = None,
+) -> RoutingSession:
+    """A routing session over the catalog's selection, bounded by the policy."""
+    return RoutingSession(
+        catalog.selected,
+        preflight=policy.preflight,
+        serving=policy.serving,
+        environ=environ,
+        chat=chat,
+        started_at=time.monotonic() if started_at is None else started_at,
+    )
+
+
+async def preflight(
+    catalog: Catalog, policy: Policy, environ: Mapping[str, str], chat: ChatFn | None = None
+) -> dict[str, Any]:
+    """Probe the catalog and classify every route (the ``preflight`` command's report)."""
+    async with session_for(catalog, policy, environ, chat) as session:
+        await session.wait_preflight()
+    return {
+        "catalog": catalog.to_json(),
+        "readiness": session.readiness(),
+        "probes_sent": session.probes_sent,
+        "elapsed_s": session.elapsed(),
+    }
+
+
+async def chat(
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    messages: list[dict],
+    chat_fn: ChatFn | None = None,
+) -> dict[str, Any]:
+    """Serve one chat request with preflight and failover (the ``chat`` command's report)."""
+    async with session_for(catalog, policy, environ, chat_fn) as session:
+        result = await session.serve(messages)
+        time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
+    return {
+        "time_to_reply_s": time_to_reply,
+        "reply": result.reply,
+        "served_by": result.served_by.model_dump() if result.served_by else None,
+        "stopped": result.stopped,
+        "attempts": [a.model_dump() for a in result.attempts],
+        "readiness": session.readiness(),
+        "catalog": catalog.to_json(),
+        "probes_sent": session.probes_sent,
+        "elapsed_s": session.elapsed(),
+    }
