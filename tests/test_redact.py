@@ -1,6 +1,6 @@
 """Secret scrubbing: whole values, values cut at a truncation point, and short placeholders."""
 
-from relay_review.commands.run import Secrets
+from relay_review.github.log import Secrets
 from relay_review.redact import redact, redact_data
 
 KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"

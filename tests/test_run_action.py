@@ -480,8 +480,8 @@ def test_orchestrator_repo_needs_a_ref() -> None:
 
 def test_inline_policy_layers_under_inputs() -> None:
     from relay_review.action_inputs import read_action_inputs
-    from relay_review.commands.run import resolve_policy
     from relay_review.github.event import parse_event
+    from relay_review.pipeline.policy import resolve_policy
 
     event = parse_event("pull_request_target", pr_payload())
     inline = '[serving]\nattempt = 100\n\n[catalog]\npool = "auto"\nlimit = 9\n'
@@ -495,7 +495,7 @@ def test_inline_policy_layers_under_inputs() -> None:
 
 
 def test_redaction_covers_nested_data(capsys: pytest.CaptureFixture[str]) -> None:
-    from relay_review.commands.run import Secrets
+    from relay_review.github.log import Secrets
 
     secrets = Secrets()
     secrets.add([FLEET_KEY, "", "  ", FLEET_KEY])

@@ -1,0 +1,321 @@
+"""The GitHub Action's flow, in stage order (each stage in its own log group):
+
+``inputs -> event (gating) -> policy -> discovery -> catalog -> pull request files -> review ->
+publish (sticky comment, line comments) -> step summary, outputs, JSON report file``.
+
+Discovery's result goes to the catalog in memory. The review's :class:`RunReport` gets the
+run's context (policy provenance, pull request, discovery, what GitHub took) and becomes JSON
+only when published. :func:`run` returns the exit code; errors are mapped to exit codes by the
+command (``commands/run.py``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Mapping
+from typing import Any
+
+from relay_review import __version__
+from relay_review.action_inputs import ActionInputs, read_action_inputs
+from relay_review.github import actions
+from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
+from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event
+from relay_review.github.log import Secrets, say
+from relay_review.github.pr import list_files
+from relay_review.github.publish import Published, finish, publish, skipped
+from relay_review.models import Catalog, Decision, NotPosted, RunReport
+from relay_review.pipeline.policy import PolicyOrigin, resolve_policy
+from relay_review.pipeline.review import review
+from relay_review.providers.discovery import DiscoveryResult, discover
+from relay_review.render import catalog_table
+from relay_review.review.diff import DiffIndex
+from relay_review.routing.catalog import (
+    CatalogInputError,
+    build_catalog,
+    parse_discovery,
+    parse_zdr_feed,
+)
+from relay_review.settings import (
+    Account,
+    Policy,
+    key_conventions,
+    resolve_accounts,
+    resolve_require_zdr,
+)
+
+EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+
+
+class Stop(Exception):
+    """End the run early with an exit code (after the message was logged)."""
+
+    def __init__(self, code: int) -> None:
+        super().__init__(code)
+        self.code = code
+
+
+def run(env: dict[str, str], secrets: Secrets) -> int:
+    """Run the action's stages over ``env``; the exit code. Raises :class:`Stop` for a skipped
+    run, and the edges' errors (configuration, policy ref, GitHub) for the command to map."""
+    started = time.monotonic()
+    with actions.group("relay-review: inputs"):
+        inputs = read_action_inputs(env)
+        say(f"relay-review {__version__}; inputs read and validated")
+    event = event_stage(env, inputs)
+    token = inputs.github_token.get_secret_value()
+    api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
+    gh = make_github(token, api_url)  # the policy may come from GitHub: default bounds first
+    with actions.group("relay-review: policy"):
+        policy, origin = resolve_policy(gh, inputs, event)
+        accounts = resolve_accounts(policy, env)
+        secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
+        say(f"policy: {origin.provenance}")
+        # every later GitHub call is bounded by the policy's own per-request timeout
+        gh = make_github(token, api_url, timeout=policy.github.timeout)
+    with actions.group("relay-review: discovery"):
+        remaining = policy.serving.deadline - (time.monotonic() - started)
+        discovery = discover_routes(policy, accounts, env, remaining)
+    with actions.group("relay-review: catalog"):
+        require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
+        catalog = build_run_catalog(policy, discovery, require_zdr)
+    repo = gh.get_repo(event.repo_full_name)
+    with actions.group("relay-review: pull request files"):
+        index, unlisted = files_stage(repo, event)
+    with actions.group("relay-review: review"):
+        with actions.stop_commands():  # attempt lines carry provider error texts
+            report = asyncio.run(
+                review(
+                    index,
+                    catalog,
+                    policy,
+                    env,
+                    title=event.title,
+                    body=event.body,
+                    started_at=started,
+                    unlisted_files=unlisted,
+                )
+            )
+        log_review(report)
+    if not catalog.selected and report.decision == Decision.UNAVAILABLE:
+        report.verdict.why = empty_catalog_why(discovery, catalog, accounts, env, require_zdr)
+    describe_run(report, env, event, origin, discovery, require_zdr)
+    with actions.group("relay-review: publish"):
+        budget = WaitBudget(
+            max_wait=policy.github.max_wait,
+            deadline=started + policy.serving.deadline,
+            reserve=policy.github.timeout,  # the request after the wait must fit too
+        )
+        published = publish(gh, repo, event, inputs, report, secrets, budget)
+    report.github = published.to_json()
+    report.run_elapsed_s = round(time.monotonic() - started, 3)
+    report.exit_code = exit_code(report, inputs, published)
+    finish(env, report, published, secrets)
+    return report.exit_code
+
+
+def describe_run(
+    report: RunReport,
+    env: Mapping[str, str],
+    event: PullRequestEvent,
+    origin: PolicyOrigin,
+    discovery: DiscoveryResult,
+    require_zdr: bool,
+) -> None:
+    """Add what the action knows beyond the review: policy, pull request, discovery, version."""
+    report.provenance = origin.provenance
+    report.context = {
+        "server_url": (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        "repo": event.repo_full_name,
+        "head_sha": event.head_sha,
+        "base_sha": event.base_sha,
+    }
+    report.policy = origin.to_json()
+    report.pull_request = {
+        "event": event.event_name,
+        "action": event.action,
+        "repo": event.repo_full_name,
+        "number": event.number,
+        "head_sha": event.head_sha,
+        "base_sha": event.base_sha,
+        "private": event.private,
+    }
+    report.require_zdr = require_zdr
+    report.discovery = {
+        "accounts": [vars(a) for a in discovery.accounts],
+        "errors": discovery.errors,
+    }
+    report.relay_review_version = __version__
+
+
+# --------------------------------------------------------------------------------------------
+# stages
+
+
+def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent:
+    with actions.group("relay-review: event"):
+        event = load_event(env)
+        if isinstance(event, NotPullRequestEvent):
+            raise skip(env, f"nothing to review: {event.reason}")
+        say(f"{event.event_name} ({event.action}) on {event.repo_full_name}#{event.number}")
+        say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
+        actions.log_untrusted(
+            f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
+        )
+        if event.state != "open":
+            raise skip(env, f"#{event.number} is {event.state}; nothing to review")
+        if event.draft and not inputs.review_drafts:
+            raise skip(
+                env,
+                f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)",
+            )
+        if event.author_association.upper() not in inputs.author_associations:
+            raise skip(
+                env,
+                f"the author's association {event.author_association} is not in "
+                f"author-associations ({', '.join(sorted(inputs.author_associations))}); "
+                "skipped (widen the input to review such pull requests)",
+            )
+        return event
+
+
+def skip(env: Mapping[str, str], reason: str) -> Stop:
+    """Say why there is nothing to review (notice, step summary, outputs); the run exits 0."""
+    skipped(env, reason)
+    return Stop(EXIT_OK)
+
+
+def files_stage(repo: Any, event: PullRequestEvent) -> tuple[DiffIndex, int]:
+    """The pull request's files as a diff index, and how many files GitHub did not list."""
+    files = list_files(repo, event.number)
+    index = DiffIndex.from_api_files(files)
+    say(f"{len(files)} files, {len(index)} commentable lines")
+    unlisted = max(0, (event.changed_files or 0) - len(files))  # GitHub lists 3,000 at most
+    if unlisted:
+        actions.warning(
+            f"relay-review: the pull request changes {event.changed_files} files; GitHub "
+            f"lists {len(files)}: the rest cannot be reviewed (the review is partial)"
+        )
+    actions.log_untrusted("\n".join(f"  {f['status']}: {f['filename']}" for f in files))
+    return index, unlisted
+
+
+def discover_routes(
+    policy: Policy, accounts: list[Account], env: Mapping[str, str], remaining: float
+) -> DiscoveryResult:
+    """Discovery, bounded by its own timeout and by what is left of the run's deadline."""
+    keyed = sum(1 for acc in accounts if env.get(acc.api_key_env, "").strip())
+    say(f"accounts: {len(accounts)}, {keyed} with a key; listing their models")
+    bounds = policy.discovery
+    if remaining < bounds.timeout:
+        bounds = bounds.model_copy(update={"timeout": max(remaining, 0.1)})
+    result = asyncio.run(discover(accounts, env, bounds))
+    lines = []  # provider error texts are untrusted: logged inside a stop-commands block
+    for s in result.accounts:
+        if s.status == "ok":
+            lines.append(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")
+        elif s.status == "skipped":
+            lines.append(f"discovery: {s.account} ({s.kind}): skipped ({s.error})")
+        else:
+            lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
+    named = {s.account for s in result.accounts}
+    for error in result.errors:
+        if error["account"] not in named:
+            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+    if lines:
+        actions.log_untrusted("\n".join(lines))
+    return result
+
+
+def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
+    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
+    c = policy.catalog
+    try:
+        routes = parse_discovery(discovery.report(None))
+        zdr_ids: list[str] | None = None
+        if discovery.zdr_feed is not None:
+            try:
+                zdr_ids = parse_zdr_feed(json.loads(discovery.zdr_feed))
+            except (ValueError, CatalogInputError) as exc:
+                actions.warning(
+                    f"relay-review: the ZDR feed is unusable ({exc}); no route counts as ZDR"
+                )
+        catalog = build_catalog(
+            routes,
+            zdr_ids,
+            limit=c.limit,
+            account_cap=c.account_cap,
+            pool=c.pool,
+            require_zdr=require_zdr,
+        )
+    except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
+        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
+    say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
+    actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
+    return catalog
+
+
+def empty_catalog_why(
+    discovery: DiscoveryResult,
+    catalog: Catalog,
+    accounts: list[Account],
+    env: Mapping[str, str],
+    require_zdr: bool,
+) -> str:
+    """Why no route was selected, in one sentence for the comment."""
+    if not any(env.get(acc.api_key_env, "").strip() for acc in accounts):
+        wanted = key_conventions() + sorted({acc.api_key_env for acc in accounts})
+        return "no provider account has a key; set one of " + ", ".join(wanted)
+    excluded = catalog.report.excluded
+    parts = [f"{reason} {count}" for reason, count in excluded.items()]
+    failed = [e["account"] for e in discovery.errors]
+    text = f"no route was selected ({catalog.report.total_routes} discovered"
+    if parts:
+        text += "; excluded: " + ", ".join(parts)
+    if failed:
+        text += "; discovery failed for " + ", ".join(failed)
+    text += ")"
+    if require_zdr and excluded.get("not_zdr"):
+        text += "; this repository requires zero-data-retention routes (require-zdr)"
+    return text
+
+
+def log_review(report: RunReport) -> None:
+    """The verdict in the log: counts as workflow text, model texts as untrusted lines."""
+    v = report.verdict
+    say(
+        f"decision: {v.decision}; {len(v.findings)} verified, "
+        f"{len(v.unverified)} unverified findings; "
+        f"{len(report.attempts)} attempts; {report.elapsed_s} s"
+    )
+    served = report.served_by
+    untrusted = [f"served by: {served.agent_id if served else 'no route'}"]
+    if v.why:
+        untrusted.append(f"why: {v.why}")
+    if v.summary:
+        untrusted.append(f"summary: {v.summary}")
+    for f in v.findings:
+        untrusted.append(f"{f.severity} {f.path}:{f.line} ({f.side}): {f.message}")
+    actions.log_untrusted("\n".join(untrusted))
+
+
+# --------------------------------------------------------------------------------------------
+# exit code
+
+
+def exit_code(report: RunReport, inputs: ActionInputs, published: Published) -> int:
+    """0 done; 1 not posted (GitHub failed or rate-limited), no verdict with ``on-unavailable:
+    fail``, or ``fail-on`` triggered. A moved head is not a failure: a newer run owns it."""
+    decision = report.decision
+    if published.not_posted == NotPosted.HEAD_MOVED:
+        return EXIT_OK
+    if published.not_posted in (NotPosted.FAILED, NotPosted.RATE_LIMITED):
+        return EXIT_FAILED
+    if decision == Decision.UNAVAILABLE:
+        return EXIT_FAILED if inputs.on_unavailable == "fail" else EXIT_OK
+    if inputs.fail_on == "request_changes" and decision == Decision.REQUEST_CHANGES:
+        return EXIT_FAILED
+    if inputs.fail_on == "high" and any(f.severity == "high" for f in report.verdict.findings):
+        return EXIT_FAILED
+    return EXIT_OK
