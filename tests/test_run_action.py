@@ -502,3 +502,40 @@ def test_redaction_covers_nested_data(capsys: pytest.CaptureFixture[str]) -> Non
     assert capsys.readouterr().out == f"::add-mask::{FLEET_KEY}\n"  # once, blanks skipped
     data = {"a": [f"Bearer {FLEET_KEY}", 3, {FLEET_KEY: None}], "b": None}
     assert secrets.redact_data(data) == {"a": ["Bearer ***", 3, {"***": None}], "b": None}
+
+
+# --- the JSON report keeps its documented shape ----------------------------------------------
+
+
+def documented_report() -> dict:
+    """The JSON example under README's "The JSON report" heading."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    section = readme.split("### The JSON report", 1)[1]
+    return json.loads(section.split("```json", 1)[1].split("```", 1)[0])
+
+
+#: Objects whose keys are data (account names, exclusion reasons), not part of the shape.
+DATA_KEYED = {"selected_by_account", "excluded", "input_overrides"}
+
+
+def key_shape(value: object, name: str = "") -> object:
+    """Keys of every object, recursively; a list is the shape of its first item."""
+    if isinstance(value, dict):
+        if name in DATA_KEYED:
+            return "object"
+        return [(k, key_shape(v, k)) for k, v in value.items()]
+    if isinstance(value, list):
+        return [key_shape(value[0], name)] if value else []
+    return "value"
+
+
+def test_json_report_has_the_documented_shape(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
+) -> None:
+    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    assert run.code == 0, run.stdout + run.stderr
+    documented = key_shape(documented_report())
+    actual = key_shape(run.report)
+    assert [k for k, _ in actual] == [k for k, _ in documented]  # the same keys, in order
+    for (key, got), (_, want) in zip(actual, documented, strict=True):
+        assert got == want, key
