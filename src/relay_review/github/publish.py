@@ -80,6 +80,24 @@ def publish(
     GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
     GitHub rate limit may make us wait before the one retry."""
     published = Published()
+    if _head_moved(repo, event, secrets, published):
+        return published
+    # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
+    # after (the rendered text as a whole).
+    clean = secrets.redact_data(report.to_json())
+    # room for the head line that upsert_sticky puts under the marker
+    limit = MAX_BODY_CHARS - HEAD_LINE_CHARS
+    body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
+    if not _post_sticky(gh, repo, event, inputs, body, secrets, budget, published):
+        return published
+    findings = clean.get("findings") or []
+    if inputs.inline_comments and findings:
+        published.review = post_line_comments(repo, event, findings, secrets)
+    return published
+
+
+def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published: Published) -> bool:
+    """Re-read the head: ``True`` (and ``published`` says why) when it moved during the run."""
     try:
         current = head_sha(repo, event.number)
     except (GitHubEdgeError, requests.exceptions.RequestException) as exc:
@@ -88,21 +106,29 @@ def publish(
         )
         current = None
     published.current_head = current
-    if current is not None and current.lower() != event.head_sha.lower():
-        published.not_posted = NotPosted.HEAD_MOVED
-        published.detail = (
-            f"the head moved from {event.head_sha} to {current} during the run; posting nothing "
-            "for the stale head (a newer run owns the comment)"
-        )
-        actions.notice(f"relay-review: {published.detail}")
-        return published
+    if current is None or current.lower() == event.head_sha.lower():
+        return False
+    published.not_posted = NotPosted.HEAD_MOVED
+    published.detail = (
+        f"the head moved from {event.head_sha} to {current} during the run; posting nothing "
+        "for the stale head (a newer run owns the comment)"
+    )
+    actions.notice(f"relay-review: {published.detail}")
+    return True
 
-    # room for the head line that upsert_sticky puts under the marker
-    limit = MAX_BODY_CHARS - HEAD_LINE_CHARS
-    # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
-    # after (the rendered text as a whole).
-    clean = secrets.redact_data(report.to_json())
-    body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
+
+def _post_sticky(
+    gh: Any,
+    repo: Any,
+    event: PullRequestEvent,
+    inputs: ActionInputs,
+    body: str,
+    secrets: Secrets,
+    budget: WaitBudget | None,
+    published: Published,
+) -> bool:
+    """Create or update the sticky comment; ``False`` (and ``published`` says why) when it was
+    not posted: refused, failed, rate-limited, or a newer head's run owns it."""
     try:
         author = resolve_author(gh, inputs.comment_author)
         sticky = upsert_sticky(
@@ -115,7 +141,7 @@ def publish(
             f"relay-review: the comment was not posted: {published.detail}. The verdict is in "
             "the step summary; re-run the job once GitHub's rate limit has passed."
         )
-        return published
+        return False
     except GitHubEdgeError as exc:
         published.detail = secrets.redact(str(exc))
         if exc.status in PERMISSION_STATUSES:
@@ -128,12 +154,12 @@ def publish(
         else:
             published.not_posted = NotPosted.FAILED
             actions.error(f"relay-review: the comment was not posted: {published.detail}")
-        return published
+        return False
     except requests.exceptions.RequestException as exc:
         published.not_posted = NotPosted.FAILED
         published.detail = secrets.redact(f"{type(exc).__name__}: {exc}")
         actions.error(f"relay-review: the comment was not posted: {published.detail}")
-        return published
+        return False
     if sticky.current_head:
         published.current_head = sticky.current_head
     if sticky.action == "stale":
@@ -145,7 +171,7 @@ def publish(
         if sticky.deleted:
             published.detail += f" (removed the {sticky.deleted} duplicate comment(s) it created)"
         actions.notice(f"relay-review: {published.detail}")
-        return published
+        return False
     published.comment_url = sticky.html_url
     published.comment_action = sticky.action
     say(f"sticky comment {sticky.action} (author {sticky.author}): {sticky.html_url}")
@@ -153,11 +179,7 @@ def publish(
         say(f"{sticky.duplicates} older duplicate sticky comments left alone")
     if sticky.deleted:
         say(f"{sticky.deleted} duplicate sticky comments from a concurrent run deleted")
-
-    findings = clean.get("findings") or []
-    if inputs.inline_comments and findings:
-        published.review = post_line_comments(repo, event, findings, secrets)
-    return published
+    return True
 
 
 def post_line_comments(
