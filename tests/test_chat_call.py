@@ -15,9 +15,10 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from relay_review._http import parse_retry_after
 from relay_review.drill import FaultFleet
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
-from relay_review.providers.chat import chat_call, classify_http_error, parse_retry_after
+from relay_review.providers.chat import chat_call, classify_http_error
 
 SLACK = 0.75
 KEY = "sk-drill-0123456789abcdef"

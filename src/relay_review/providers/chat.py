@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import re
 import time
@@ -57,10 +56,11 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from relay_review._http import parse_retry_after
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
-__all__ = ["chat_call", "classify_http_error", "parse_retry_after"]
+__all__ = ["chat_call", "classify_http_error"]
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200
@@ -164,31 +164,6 @@ def classify_http_error(
             f"HTTP {status}: unexpected status" + (f" -> {location}" if location else "")
         )
     return Outcome(kind=kind, http_status=status, retry_after=retry_after, detail=detail)
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date (RFC 9110).
-
-    Returns None when absent or unparsable; never negative.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if seconds == seconds else None  # NaN is not a wait
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 # --------------------------------------------------------------------------- the call itself

@@ -8,9 +8,8 @@ quotas, same outage domain). Account names follow the key names:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
+from relay_review.models import Pricing
 
 
 @dataclass(frozen=True)
