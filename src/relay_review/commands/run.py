@@ -49,8 +49,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import requests
-
 from relay_review import __version__, pipeline
 from relay_review._files import atomic_write
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
@@ -247,7 +245,7 @@ def run_action(env: Mapping[str, str]) -> int:
         )
         _set_skip_outputs(env, "error")
         return code
-    except (GitHubEdgeError, requests.exceptions.RequestException) as exc:
+    except GitHubEdgeError as exc:  # GitHubConnectionError too: GitHub did not answer
         actions.error(secrets.redact(f"GitHub API: {exc}"), title="relay-review: GitHub")
         _set_skip_outputs(env, "error")
         return EXIT_FAILED
@@ -638,7 +636,7 @@ def _publish(
     published = Published()
     try:
         current = head_sha(repo, event.number)
-    except (GitHubEdgeError, requests.exceptions.RequestException) as exc:
+    except GitHubEdgeError as exc:  # GitHubConnectionError too: GitHub did not answer
         actions.warning(
             secrets.redact(f"relay-review: could not re-read the head ({exc}); posting anyway")
         )
@@ -684,11 +682,6 @@ def _publish(
         else:
             published.not_posted = "failed"
             actions.error(f"relay-review: the comment was not posted: {published.detail}")
-        return published
-    except requests.exceptions.RequestException as exc:
-        published.not_posted = "failed"
-        published.detail = secrets.redact(f"{type(exc).__name__}: {exc}")
-        actions.error(f"relay-review: the comment was not posted: {published.detail}")
         return published
     if sticky.current_head:
         published.current_head = sticky.current_head

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from typing import Literal
 
-import requests
 from github import GithubException
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field
+
+from relay_review.github.errors import CLIENT_ERRORS
 
 Side = Literal["LEFT", "RIGHT"]
 
@@ -85,7 +86,7 @@ def post_review(
                 detail=f"review refused: {_reason(exc)}",
             )
         batch_reason = _reason(exc)
-    except requests.exceptions.RequestException as exc:
+    except CLIENT_ERRORS as exc:  # no answer (GithubException is caught above)
         return ReviewResult(
             mode="none",
             refused=[Refused(comment=c, reason=type(exc).__name__) for c in comments],
@@ -108,7 +109,7 @@ def post_review(
                     for r in comments[len(posted) + len(refused) :]
                 )
                 break
-        except requests.exceptions.RequestException as exc:
+        except CLIENT_ERRORS as exc:  # no answer
             refused.append(Refused(comment=c, reason=type(exc).__name__))
         else:
             posted.append(c)
