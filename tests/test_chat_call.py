@@ -20,6 +20,8 @@ from relay_review.drill import FaultFleet
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.chat import chat_call, classify_http_error
 
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
+
 SLACK = 0.75
 KEY = "sk-drill-0123456789abcdef"
 REPLY = "The patch looks fine to me"
