@@ -291,10 +291,10 @@ def _summaries(parser: argparse.ArgumentParser) -> dict[str, str]:
 @pytest.mark.parametrize("command", sorted(cli.COMMANDS))
 def test_cli_lists_each_command_as_its_module_describes_it(command: str) -> None:
     """``relay-review --help`` prints the light table; the command's own parser agrees with it."""
-    full = build = cli.build_parser(command)
-    assert _summaries(build) == {name: c.summary for name, c in cli.COMMANDS.items()}
-    action = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
-    assert action.choices[command]._actions, "the chosen command has its full parser"
+    parser = cli.build_parser(command)
+    assert _summaries(parser) == {name: c.summary for name, c in cli.COMMANDS.items()}
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert action.choices[command].description, "the chosen command has its full parser"
 
 
 @pytest.mark.integration  # a fresh interpreter, so no other test's imports count
