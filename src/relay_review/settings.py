@@ -434,8 +434,9 @@ def _allowed(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
     field = _field_at(loc)
     if field is not None:
         extra = field.json_schema_extra
-        if isinstance(extra, dict) and isinstance(extra.get("allowed"), str):
-            return extra["allowed"]
+        allowed = extra.get("allowed") if isinstance(extra, dict) else None
+        if isinstance(allowed, str):
+            return allowed
         annotation = _unwrap(field.annotation)
         if get_origin(annotation) is Literal:
             return _one_of(get_args(annotation))

@@ -255,7 +255,7 @@ class _Sticky:
                 raise translate(exc, f"cannot {what}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def list(self) -> list[IssueComment]:
+    def list_ours(self) -> list[IssueComment]:
         return self.call(
             f"list the comments of {self.where}",
             lambda: list_stickies(self.repo, self.number, self.author, self.marker),
@@ -371,7 +371,7 @@ class _Sticky:
         return self.result("created" if ident[0] == mine else "updated", ident)
 
     def upsert(self) -> StickyResult:
-        ours = self.list()
+        ours = self.list_ours()
         if ours:
             return self.update_existing(ours, created=False)
         try:
@@ -382,7 +382,7 @@ class _Sticky:
                 "creating the sticky comment failed (%s); listing comments before trying again",
                 uncertain.reason,
             )
-            ours = self.list()
+            ours = self.list_ours()
             if ours:
                 mine = next((c.id for c in ours if c.body == self.body), None)
                 if len(ours) == 1:
@@ -391,7 +391,7 @@ class _Sticky:
             made = self.create(last=True)
         mine = made.id
         try:
-            ours = self.list()
+            ours = self.list_ours()
             if len(ours) > 1 or (ours and all(c.id != mine for c in ours)):
                 return self.converge(ours, mine)  # a race; or a newer run already removed ours
         except GitHubEdgeError as exc:  # GitHubRateLimited too: the comment is posted already

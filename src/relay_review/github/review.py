@@ -8,13 +8,16 @@ batch is *not* followed by single posts: the review may exist, and posting again
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from github import GithubException
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field
 
 from relay_review.github.errors import CLIENT_ERRORS
+
+if TYPE_CHECKING:
+    from github.PullRequest import ReviewComment
 
 Side = Literal["LEFT", "RIGHT"]
 
@@ -73,7 +76,9 @@ def post_review(
         return ReviewResult(mode="none", detail="no line comments to post")
     pull = repo.get_pull(number)
     commit = repo.get_commit(commit_sha)  # lazy client: no request, only the SHA is used
-    payload = [{"path": c.path, "line": c.line, "side": c.side, "body": c.body} for c in comments]
+    payload: list[ReviewComment] = [
+        {"path": c.path, "line": c.line, "side": c.side, "body": c.body} for c in comments
+    ]
     try:
         review = pull.create_review(commit=commit, body=body, event="COMMENT", comments=payload)
     except GithubException as exc:

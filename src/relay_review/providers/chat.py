@@ -277,7 +277,8 @@ class _Call:
 
     async def _read_capped(self, response: httpx.Response, cap: int, into: bytearray) -> bool:
         """Read the body into ``into`` up to ``cap`` bytes; False when it was longer."""
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+        # httpx types aiter_bytes() as an AsyncIterator; it is an async generator (has aclose)
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
             async for chunk in chunks:
                 room = cap - len(into)
                 into += chunk[:room]
@@ -429,7 +430,8 @@ class _StreamState:
         for choice in _first_choices(chunk):
             delta = choice.get("delta")
             if not isinstance(delta, dict):
-                delta = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+                message = choice.get("message")
+                delta = message if isinstance(message, dict) else {}
             self._content(delta.get("content"))
             if self.chars > MAX_CONTENT_CHARS:
                 return f"reply longer than {MAX_CONTENT_CHARS} characters"
@@ -449,7 +451,9 @@ class _StreamState:
             return "reply has no choices"
         self._usage(payload)
         choice = choices[0]
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            message = {}
         self._content(message.get("content"))
         finish = choice.get("finish_reason")
         self.finish_reason = finish if isinstance(finish, str) and finish else "stop"
@@ -542,7 +546,9 @@ def _retry_after_from(
     """Retry-After header, then ``retry-after-ms``, then OpenRouter's metadata headers, then
     ``X-RateLimit-Reset`` (epoch seconds or milliseconds) from the reply or the metadata."""
     lower = {k.lower(): str(v) for k, v in headers.items()}
-    meta_headers = metadata.get("headers") if isinstance(metadata.get("headers"), dict) else {}
+    meta_headers = metadata.get("headers")
+    if not isinstance(meta_headers, dict):
+        meta_headers = {}
     meta = {str(k).lower(): str(v) for k, v in meta_headers.items()}
     for source in (lower, meta):
         seconds = parse_retry_after(source.get("retry-after"), now=now)

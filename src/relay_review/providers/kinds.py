@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from relay_review.models import Pricing
+from relay_review.models import KindName, Pricing
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class EnvFamily:
 
     key_env: str
     account: str
-    kind: str
+    kind: KindName
     base_url: str
     models_dev_provider: str | None
 
