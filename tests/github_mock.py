@@ -644,6 +644,14 @@ def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
+def _proxy_port() -> int:
+    """The proxy's port: ``$GITHUB_MOCK_PORT`` (plus the xdist worker's number, so parallel
+    workers never share one), or 0 for any free port."""
+    base = int(os.environ.get(PORT_ENV, "0"))
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")  # gw0, gw1, ... under pytest -n
+    return base + int(worker[2:]) if base and worker[2:].isdigit() else base
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -761,9 +769,7 @@ def github_mock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moc
             pytest.fail(f"CI=true but {missing}", pytrace=False)
         pytest.skip(missing)
     mock_ref: dict[str, Any] = {}
-    server = ThreadingHTTPServer(
-        ("127.0.0.1", int(os.environ.get(PORT_ENV, "0"))), _make_handler(mock_ref)
-    )
+    server = ThreadingHTTPServer(("127.0.0.1", _proxy_port()), _make_handler(mock_ref))
     server.daemon_threads = True
     port = server.server_address[1]
     url = f"http://127.0.0.1:{port}"

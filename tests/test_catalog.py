@@ -251,6 +251,7 @@ def test_no_feed_means_no_zdr():
     assert cat.selected[0].zdr is False
 
 
+@pytest.mark.integration  # runs the CLI in a subprocess
 def test_cli_reads_feed(tmp_path):
     d = tmp_path / "d.json"
     d.write_text(json.dumps({"routes": [route("a", "m1"), route("b", "vendor/m2")]}))

@@ -15,9 +15,12 @@ from datetime import UTC, datetime
 import httpx
 import pytest
 
+from relay_review._http import parse_retry_after
 from relay_review.drill import FaultFleet
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
-from relay_review.providers.chat import chat_call, classify_http_error, parse_retry_after
+from relay_review.providers.chat import chat_call, classify_http_error
+
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 
 SLACK = 0.75
 KEY = "sk-drill-0123456789abcdef"
@@ -471,7 +474,9 @@ async def test_no_authorization_header_without_key(
 
 
 async def test_api_key_never_in_an_outcome(client: httpx.AsyncClient, fleet: FaultFleet) -> None:
-    quick = Deadlines(connect=0.3, first_byte=0.2, idle=0.2, attempt=0.5)
+    # Bounds short enough that the stalls end soon, long enough that ~30 concurrent honest replies
+    # arrive on a loaded machine (parallel test workers on two cores).
+    quick = Deadlines(connect=1.0, first_byte=1.0, idle=1.0, attempt=2.0)
     models = [m for m in MODELS if "stall" not in m and not m.startswith(("drip", "keepalive"))]
     outcomes = await asyncio.gather(
         *(call(client, fleet, m, deadlines=quick) for m in [*models, "stall", "500@stall"])

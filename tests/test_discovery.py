@@ -662,7 +662,8 @@ def test_command_without_any_key_exits_1(
 def test_command_bad_policy_exits_2_through_the_cli(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    monkeypatch.setitem(cli.COMMANDS, "discover", "relay_review.commands.discover")
+    discover = cli.Command("relay_review.commands.discover", cli.COMMANDS["discover"].summary)
+    monkeypatch.setitem(cli.COMMANDS, "discover", discover)
     policy = tmp_path / "relay-review.toml"
     policy.write_text('[catalog]\npool = "cheap"\n', encoding="utf-8")
     code = cli.main(["discover", "--out", str(tmp_path / "r.json"), "--policy", str(policy)])

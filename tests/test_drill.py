@@ -16,6 +16,8 @@ from relay_review.drill import Behaviour, FaultFleet, parse_script
 from relay_review.models import Deadlines, OutcomeKind, Phase
 from relay_review.providers.chat import chat_call
 
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
+
 D = Deadlines(connect=0.5, first_byte=0.4, idle=0.3, attempt=1.0)
 MESSAGES = [{"role": "user", "content": "hi"}]
 

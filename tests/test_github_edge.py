@@ -39,7 +39,13 @@ from relay_review.github.comment import (
     upsert_sticky,
     with_marker,
 )
-from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
+from relay_review.github.errors import (
+    EventError,
+    GitHubConnectionError,
+    GitHubEdgeError,
+    PolicyRefError,
+    github_errors,
+)
 from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event, parse_event
 from relay_review.github.policy_ref import (
     PolicySource,
@@ -698,3 +704,22 @@ def test_comments_overlay_keeps_state_and_prism_validation(github_mock: MockGitH
     problems = github_mock.problems()
     assert len(problems) == 1 and "request breaks GitHub's spec" in problems[0]
     github_mock.reset()  # the 422 was on purpose
+
+
+# --------------------------------------------------------------------------- the error boundary
+
+
+def test_client_errors_become_project_errors_at_one_boundary() -> None:
+    """PyGithub's answers keep their status (and GitHub's message); no answer is a connection
+    error whatever the block's error class, so a refused policy and an unreachable GitHub differ."""
+    refused = PolicyRefError
+    with pytest.raises(refused, match=r"^cannot read x: HTTP 404: Not Found$") as info:  # noqa: SIM117
+        with github_errors("cannot read x", refused):
+            raise GithubException(404, {"message": "Not Found"}, None)
+    assert info.value.status == 404
+    lost_match = r"^cannot read x: ConnectTimeout: slow$"
+    with pytest.raises(GitHubConnectionError, match=lost_match) as lost:  # noqa: SIM117
+        with github_errors("cannot read x", refused):
+            raise requests.exceptions.ConnectTimeout("slow")
+    assert lost.value.status is None and not isinstance(lost.value, PolicyRefError)
+    assert isinstance(lost.value, GitHubEdgeError)

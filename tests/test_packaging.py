@@ -7,9 +7,12 @@ the inputs, and with each other.
 
 from __future__ import annotations
 
+import argparse
 import importlib.util
 import json
 import re
+import subprocess
+import sys
 import tomllib
 from pathlib import Path
 
@@ -18,6 +21,7 @@ import yaml
 from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
+from relay_review import cli
 from relay_review.settings import Policy, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -273,3 +277,39 @@ def test_reliability_doc_names_only_tests_that_exist() -> None:
     }
     assert len(named) > 40
     assert named <= defined, sorted(named - defined)
+
+
+# --------------------------------------------------------------------------------------------
+# the command line
+
+
+def _summaries(parser: argparse.ArgumentParser) -> dict[str, str]:
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    return {choice.dest: choice.help for choice in sub._choices_actions}
+
+
+@pytest.mark.parametrize("command", sorted(cli.COMMANDS))
+def test_cli_lists_each_command_as_its_module_describes_it(command: str) -> None:
+    """``relay-review --help`` prints the light table; the command's own parser agrees with it."""
+    parser = cli.build_parser(command)
+    assert _summaries(parser) == {name: c.summary for name, c in cli.COMMANDS.items()}
+    action = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    assert action.choices[command].description, "the chosen command has its full parser"
+
+
+@pytest.mark.integration  # a fresh interpreter, so no other test's imports count
+def test_top_level_help_imports_no_command_module() -> None:
+    probe = (
+        "import sys\n"
+        "from relay_review import cli\n"
+        "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('relay_review.', 'github', "
+        "'pydantic', 'httpx'))), file=sys.stderr)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60
+    )
+    assert (
+        out.stderr.strip() == "['relay_review._signals', 'relay_review.cli', 'relay_review.errors']"
+    )
+    assert all(name in out.stdout for name in cli.COMMANDS)

@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from relay_review import pipeline
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
@@ -21,6 +23,8 @@ from relay_review.scenarios import (
     sample_diff,
 )
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
+
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 
 INDEX = DiffIndex.from_diff(sample_diff())
 

@@ -29,6 +29,8 @@ from relay_review.scenarios import (
 )
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
+
 SLACK = 1.0
 
 

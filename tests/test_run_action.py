@@ -42,6 +42,8 @@ from github_mock import MockGitHub, webhook_examples
 from relay_review.drill import FaultFleet
 from relay_review.github.comment import MARKER
 
+pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
+
 
 @pytest.fixture(scope="module")
 def fleet() -> Iterator[FaultFleet]:

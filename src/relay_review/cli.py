@@ -3,6 +3,10 @@
 Each command lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``;
 this module only wires them. Exit codes: 0 success, 1 no verdict/reply, 2 bad input or usage,
 130/143 cancelled by SIGINT/SIGTERM (see :mod:`relay_review._signals`).
+
+Only the command being run is imported: ``relay-review --help`` lists the commands from the light
+table :data:`COMMANDS` (no command module, no PyGithub, no pydantic), and
+``relay-review <command> ...`` builds that one command's full parser.
 """
 
 from __future__ import annotations
@@ -11,24 +15,66 @@ import argparse
 import importlib
 import logging
 import sys
+from collections.abc import Sequence
+from typing import NamedTuple
 
 from relay_review import __version__
 from relay_review._signals import Cancelled, cancellable
 from relay_review.errors import UsageError
 
-#: command name -> module implementing it (imported lazily so ``--help`` stays fast).
-COMMANDS: dict[str, str] = {
-    "discover": "relay_review.commands.discover",
-    "catalog": "relay_review.commands.catalog",
-    "preflight": "relay_review.commands.preflight",
-    "chat": "relay_review.commands.chat",
-    "run": "relay_review.commands.run",
-    "review": "relay_review.commands.review",
-    "drill": "relay_review.commands.drill",
+
+class Command(NamedTuple):
+    """A command as ``relay-review --help`` lists it, and where it is implemented."""
+
+    module: str
+    summary: str  # the module's ``help=`` (tests/test_packaging.py checks they agree)
+
+
+#: command name -> its module (imported only when the command runs) and its one-line summary.
+COMMANDS: dict[str, Command] = {
+    "discover": Command(
+        "relay_review.commands.discover",
+        "list each account's chat models with price evidence (a discovery report)",
+    ),
+    "catalog": Command(
+        "relay_review.commands.catalog",
+        "select routes round-robin across accounts (free before priced, ZDR first)",
+    ),
+    "preflight": Command(
+        "relay_review.commands.preflight",
+        "probe catalog routes cheaply: ready / deferred / rejected / timeout / unprobed",
+    ),
+    "chat": Command(
+        "relay_review.commands.chat",
+        "send one message through preflight + failover; prints who served and every attempt",
+    ),
+    "run": Command(
+        "relay_review.commands.run",
+        "the GitHub Action: review the pull request of GITHUB_EVENT_PATH (env INPUT_*)",
+    ),
+    "review": Command(
+        "relay_review.commands.review",
+        "review a unified diff: verified findings, computed decision, every route's fate",
+    ),
+    "drill": Command(
+        "relay_review.commands.drill",
+        "run the pipeline against a local fleet of scripted faults (default: review a bundled "
+        "sample diff and print the comment)",
+    ),
 }
 
 
-def build_parser() -> argparse.ArgumentParser:
+def chosen_command(argv: Sequence[str]) -> str | None:
+    """The command ``argv`` names (its first word that is not an option), if it is one of ours."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in COMMANDS else None
+    return None
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The parser: ``command``'s full sub-parser (its module imported); the others as stubs that
+    only carry their summary, which is all ``relay-review --help`` prints of them."""
     parser = argparse.ArgumentParser(
         prog="relay-review",
         description="Review pull requests over free or cheap LLM routes with bounded failover.",
@@ -36,22 +82,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"relay-review {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for module_name in COMMANDS.values():
-        importlib.import_module(module_name).add_parser(sub)
+    for name, (module_name, summary) in COMMANDS.items():
+        if name == command:
+            importlib.import_module(module_name).add_parser(sub)
+        else:
+            sub.add_parser(name, help=summary)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     """Entry point of the ``relay-review`` console script."""
-    parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = sys.argv[1:] if argv is None else argv
+    command = chosen_command(argv)
+    args = build_parser(command).parse_args(argv)
     logging.basicConfig(
         level=logging.DEBUG if args.verbose else logging.INFO,
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
     logging.getLogger("httpx").setLevel(logging.WARNING)  # per-request lines add noise, not facts
-    module = importlib.import_module(COMMANDS[args.command])
+    module = importlib.import_module(COMMANDS[args.command].module)
     try:
         with cancellable(args.command):
             return int(module.run(args))

@@ -1,15 +1,45 @@
 """Records that cross stage boundaries.
 
-Discovery produces routes; the catalog selects and ranks them; preflight and failover turn each
-chat call into an :class:`Outcome`; the report carries all of it to rendering.
+Settings resolve accounts; discovery turns them into routes; the catalog selects and ranks them;
+preflight and failover turn each chat call into an :class:`Outcome`; the report carries all of it
+to rendering.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
+
+#: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
+KindName = Literal["openrouter", "nvidia_nim", "opencode", "openai_compatible"]
+#: Where a kind's price evidence comes from.
+Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
+
+
+class Account(BaseModel):
+    """One credential account, defaults resolved: where to call, which variable holds its key.
+
+    Built by :mod:`relay_review.settings` (policy and environment); read by discovery. Key
+    *values* are never held here, only the name of the variable that holds the key.
+    """
+
+    model_config = ConfigDict(frozen=True)
+
+    name: str
+    kind: KindName
+    base_url: str
+    api_key_env: str
+    pricing: Pricing
+    models_dev_provider: str | None = None
+    source: Literal["policy", "env"] = "policy"
+
+
+def has_key(account: Account, environ: Mapping[str, str]) -> bool:
+    """Whether the account's key variable holds a non-empty value (the value is not returned)."""
+    return bool(environ.get(account.api_key_env, "").strip())
 
 
 class Deadlines(BaseModel):

@@ -30,13 +30,12 @@ from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationEr
 from pydantic.fields import FieldInfo
 
 from relay_review.errors import UsageError
-from relay_review.models import Deadlines
+from relay_review.models import Account, Deadlines, KindName, Pricing
 from relay_review.providers.kinds import (
     ENV_FAMILIES,
     KINDS,
     MODELS_DEV_URL,
     OPENROUTER_ZDR_URL,
-    Pricing,
     default_key_env,
     env_family_for,
     family_key_env,
@@ -44,8 +43,6 @@ from relay_review.providers.kinds import (
 
 DEFAULT_POLICY_FILE = "relay-review.toml"
 INLINE_SOURCE = "inline policy"
-
-KindName = Literal["openrouter", "nvidia_nim", "opencode", "openai_compatible"]
 
 
 def _word_for_bool(value: Any) -> Any:
@@ -191,20 +188,6 @@ class Policy(_Section):
     serving: ServingPolicy = ServingPolicy()
     review: ReviewPolicy = ReviewPolicy()
     github: GitHubPolicy = GitHubPolicy()
-
-
-class Account(BaseModel):
-    """One credential account, defaults resolved: where to call, which variable holds its key."""
-
-    model_config = ConfigDict(frozen=True)
-
-    name: str
-    kind: KindName
-    base_url: str
-    api_key_env: str
-    pricing: Pricing
-    models_dev_provider: str | None = None
-    source: Literal["policy", "env"] = "policy"
 
 
 # --------------------------------------------------------------------------------------------
@@ -451,8 +434,9 @@ def _allowed(loc: tuple[Any, ...], error: Mapping[str, Any]) -> str:
     field = _field_at(loc)
     if field is not None:
         extra = field.json_schema_extra
-        if isinstance(extra, dict) and isinstance(extra.get("allowed"), str):
-            return extra["allowed"]
+        allowed = extra.get("allowed") if isinstance(extra, dict) else None
+        if isinstance(allowed, str):
+            return allowed
         annotation = _unwrap(field.annotation)
         if get_origin(annotation) is Literal:
             return _one_of(get_args(annotation))
@@ -581,11 +565,6 @@ def resolve_accounts(policy: Policy, environ: Mapping[str, str]) -> list[Account
     accounts = {acc.name: acc for acc in env_accounts(environ)}
     accounts.update({decl.name: policy_account(decl) for decl in policy.accounts})
     return [accounts[name] for name in sorted(accounts)]
-
-
-def has_key(account: Account, environ: Mapping[str, str]) -> bool:
-    """Whether the account's key variable holds a non-empty value (the value is not returned)."""
-    return bool(environ.get(account.api_key_env, "").strip())
 
 
 def key_conventions() -> list[str]:

@@ -314,5 +314,5 @@ def test_file_without_patch_is_listed_as_not_reviewed(
     line = next(ln for ln in body.splitlines() if "app/huge_module.py" in ln)
     assert "no patch from the API \\(binary or too large\\)" in line  # Markdown-escaped
     assert "SQL injection" in body  # the file with a patch was reviewed all the same
-    assert run.report["partial"].startswith("1 of 2 files were left out")  # and it says so
-    assert "> **Partial review:** 1 of 2 files were left out" in body
+    assert run.report["partial"].startswith("1 of 2 files change content no model was shown")
+    assert "> **Partial review:** 1 of 2 files change content no model was shown" in body

@@ -280,7 +280,8 @@ def test_megabyte_lines_and_invalid_utf8_stay_within_deadline_and_memory(
     assert run.report["decision"] == "request_changes"
     fates = {f["path"]: f for f in run.report["files"]}
     assert fates["big/min.js"]["status"] == "skipped"
-    assert "too large" in fates["big/min.js"]["reason"]
+    assert fates["big/min.js"]["reason"].startswith("line too long: line 1 (RIGHT) has 1,048,")
+    assert fates["big/min.js"]["left_out"] is True
     assert fates["app/latin1.py"]["status"] == "reviewed"
 
     assert log_problems(run.stdout, run.stderr, SECRETS) == []

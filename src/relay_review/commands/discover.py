@@ -13,10 +13,10 @@ import sys
 from pathlib import Path
 
 from relay_review.errors import UsageError
+from relay_review.models import has_key
 from relay_review.providers.discovery import discover, write_report
 from relay_review.settings import (
     DEFAULT_POLICY_FILE,
-    has_key,
     key_conventions,
     load_policy,
     resolve_accounts,

@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from relay_review import pipeline
+from relay_review._text import scrub_text
 from relay_review.commands.common import (
     add_catalog_args,
     add_serving_args,
@@ -18,7 +19,7 @@ from relay_review.commands.common import (
 from relay_review.errors import UsageError
 from relay_review.models import Decision
 from relay_review.render import comment_markdown
-from relay_review.review.diff import DiffIndex, DiffParseError, scrub_text
+from relay_review.review.diff import DiffIndex, DiffParseError
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:

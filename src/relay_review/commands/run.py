@@ -38,8 +38,6 @@ import os
 import traceback
 from collections.abc import Mapping
 
-import requests
-
 from relay_review.action_inputs import secret_values
 from relay_review.errors import UsageError
 from relay_review.github import actions
@@ -91,7 +89,7 @@ def run_action(env: Mapping[str, str]) -> int:
     except PolicyRefError as exc:
         code = EXIT_CONFIG if exc.status in CONFIG_STATUSES else EXIT_FAILED
         return _fail(env, secrets, f"policy not loaded, refusing to run: {exc}", "policy", code)
-    except (GitHubEdgeError, requests.exceptions.RequestException) as exc:
+    except GitHubEdgeError as exc:  # GitHubConnectionError too: GitHub did not answer
         return _fail(env, secrets, f"GitHub API: {exc}", "GitHub", EXIT_FAILED)
     except Exception as exc:  # a bug: say what, and keep the traceback in the (masked) log
         actions.log_untrusted(secrets.redact(traceback.format_exc()))

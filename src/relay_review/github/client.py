@@ -21,7 +21,7 @@ from github import Auth, Github, GithubException, RateLimitExceededException
 from urllib3.util.retry import Retry
 
 from relay_review import __version__
-from relay_review.providers.chat import parse_retry_after
+from relay_review._http import parse_retry_after
 
 DEFAULT_API_URL = "https://api.github.com"
 #: HTTP statuses worth one more try of a *read*.

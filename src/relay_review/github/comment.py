@@ -49,14 +49,18 @@ import time
 from collections.abc import Callable
 from typing import Literal, TypeVar
 
-import requests
 from github import Github, GithubException
 from github.IssueComment import IssueComment
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict
 
 from relay_review.github.client import WaitBudget, rate_limit_wait
-from relay_review.github.errors import GitHubEdgeError, GitHubRateLimited
+from relay_review.github.errors import (
+    CLIENT_ERRORS,
+    GitHubEdgeError,
+    GitHubRateLimited,
+    translate,
+)
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +106,7 @@ def token_login(gh: Github) -> str | None:
     """
     try:
         login = gh.get_user().login
-    except (GithubException, requests.exceptions.RequestException) as exc:
+    except CLIENT_ERRORS as exc:
         log.debug("GET /user did not name the token's login: %s", exc)
         return None
     return login or None
@@ -148,11 +152,8 @@ def _is_ours(comment: IssueComment, author: str, marker: str) -> bool:
     return (comment.body or "").startswith(marker) and login.casefold() == author.casefold()
 
 
-def _list_error(repo: Repository, number: int, exc: GithubException) -> GitHubEdgeError:
-    return GitHubEdgeError(
-        f"cannot list the comments of {repo.full_name}#{number}: HTTP {exc.status}",
-        status=exc.status,
-    )
+def _list_error(repo: Repository, number: int, exc: Exception) -> GitHubEdgeError:
+    return translate(exc, f"cannot list the comments of {repo.full_name}#{number}")
 
 
 def list_stickies(
@@ -178,7 +179,7 @@ def find_sticky(
     """
     try:
         ours = list_stickies(repo, number, author, marker)
-    except GithubException as exc:
+    except CLIENT_ERRORS as exc:  # a rate limit, or no answer
         raise _list_error(repo, number, exc) from None
     if not ours:
         return None, 0
@@ -246,17 +247,15 @@ class _Sticky:
                 if idempotent and exc.status >= 500 and attempt == 1:
                     log.warning("%s: HTTP %s; trying once more", what, exc.status)
                     continue
-                raise GitHubEdgeError(
-                    f"cannot {what}: HTTP {exc.status}", status=exc.status
-                ) from None
-            except requests.exceptions.RequestException as exc:
+                raise translate(exc, f"cannot {what}") from None
+            except CLIENT_ERRORS as exc:  # no answer (GithubException is caught above)
                 if idempotent and attempt == 1:
                     log.warning("%s: %s; trying once more", what, type(exc).__name__)
                     continue
-                raise GitHubEdgeError(f"cannot {what}: {exc}") from None
+                raise translate(exc, f"cannot {what}") from None
         raise AssertionError("unreachable")  # pragma: no cover
 
-    def list(self) -> list[IssueComment]:
+    def list_ours(self) -> list[IssueComment]:
         return self.call(
             f"list the comments of {self.where}",
             lambda: list_stickies(self.repo, self.number, self.author, self.marker),
@@ -372,7 +371,7 @@ class _Sticky:
         return self.result("created" if ident[0] == mine else "updated", ident)
 
     def upsert(self) -> StickyResult:
-        ours = self.list()
+        ours = self.list_ours()
         if ours:
             return self.update_existing(ours, created=False)
         try:
@@ -383,7 +382,7 @@ class _Sticky:
                 "creating the sticky comment failed (%s); listing comments before trying again",
                 uncertain.reason,
             )
-            ours = self.list()
+            ours = self.list_ours()
             if ours:
                 mine = next((c.id for c in ours if c.body == self.body), None)
                 if len(ours) == 1:
@@ -392,7 +391,7 @@ class _Sticky:
             made = self.create(last=True)
         mine = made.id
         try:
-            ours = self.list()
+            ours = self.list_ours()
             if len(ours) > 1 or (ours and all(c.id != mine for c in ours)):
                 return self.converge(ours, mine)  # a race; or a newer run already removed ours
         except GitHubEdgeError as exc:  # GitHubRateLimited too: the comment is posted already

@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
+from relay_review._text import scrub_text
 from relay_review.github.errors import EventError
-from relay_review.review.diff import scrub_text
 
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
 

@@ -12,11 +12,11 @@ import binascii
 import re
 from typing import Literal
 
-from github import Github, GithubException
+from github import Github
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict
 
-from relay_review.github.errors import PolicyRefError
+from relay_review.github.errors import PolicyRefError, github_errors
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 #: ``compare(min, resolved).status`` values meaning "resolved descends from min".
@@ -57,11 +57,6 @@ class PolicyText(BaseModel):
     source: PolicySource
 
 
-def _why(exc: GithubException) -> str:
-    message = exc.data.get("message") if isinstance(exc.data, dict) else None
-    return f"HTTP {exc.status}" + (f": {message}" if message else "")
-
-
 def resolve_ref(repo: Repository, ref: str) -> str:
     """Resolve a branch, tag or SHA in ``repo`` to the full 40-hex commit SHA.
 
@@ -70,13 +65,9 @@ def resolve_ref(repo: Repository, ref: str) -> str:
     ref = ref.strip()
     if not ref:
         raise PolicyRefError(f"{repo.full_name}: empty ref")
-    try:
+    with github_errors(f"cannot resolve ref {ref!r} in {repo.full_name}", PolicyRefError):
         # complete(): on a lazy client the SHA would otherwise be read back from the URL.
         sha = repo.get_commit(ref).complete().sha
-    except GithubException as exc:
-        raise PolicyRefError(
-            f"cannot resolve ref {ref!r} in {repo.full_name}: {_why(exc)}", status=exc.status
-        ) from None
     sha = (sha or "").lower()
     if not FULL_SHA.match(sha):
         raise PolicyRefError(
@@ -92,12 +83,8 @@ def check_descends(repo: Repository, min_sha: str, sha: str) -> str:
 
     Returns the status; raises :class:`PolicyRefError` naming both SHAs otherwise.
     """
-    try:
+    with github_errors(f"cannot compare {min_sha}...{sha} in {repo.full_name}", PolicyRefError):
         status = repo.compare(min_sha, sha).status
-    except GithubException as exc:
-        raise PolicyRefError(
-            f"cannot compare {min_sha}...{sha} in {repo.full_name}: {_why(exc)}", status=exc.status
-        ) from None
     if status not in DESCENDS:
         raise PolicyRefError(
             f"{repo.full_name}: the pinned commit {sha} does not descend from the minimum "
@@ -114,11 +101,12 @@ def read_file_at(repo: Repository, path: str, sha: str) -> str | None:
     """
     where = f"{repo.full_name}:{path}@{sha[:12]}"
     try:
-        content = repo.get_contents(path, ref=sha)
-    except GithubException as exc:
+        with github_errors(f"cannot read {where}", PolicyRefError):
+            content = repo.get_contents(path, ref=sha)
+    except PolicyRefError as exc:
         if exc.status == 404:
             return None
-        raise PolicyRefError(f"cannot read {where}: {_why(exc)}", status=exc.status) from None
+        raise
     if isinstance(content, list):
         raise PolicyRefError(f"{where} is a directory, not a policy file")
     if content.type != "file":

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from github import GithubException
 from github.Repository import Repository
 
-from relay_review.github.errors import GitHubEdgeError
+from relay_review.github.errors import github_errors
 
 #: GitHub lists at most 3,000 files of a pull request.
 MAX_FILES = 3000
@@ -30,28 +29,19 @@ def list_files(repo: Repository, number: int, limit: int = MAX_FILES) -> list[di
     files; files not renamed). Compare the count with the PR's ``changed_files`` to see a cut.
     """
     files: list[dict[str, Any]] = []
-    try:
+    with github_errors(f"cannot list the files of {repo.full_name}#{number}"):
         for item in repo.get_pull(number).get_files():
             if len(files) >= limit:
                 break
             raw = item.raw_data
             files.append({key: raw.get(key) for key in FILE_KEYS})
-    except GithubException as exc:
-        raise GitHubEdgeError(
-            f"cannot list the files of {repo.full_name}#{number}: HTTP {exc.status}",
-            status=exc.status,
-        ) from None
     return files
 
 
 def head_sha(repo: Repository, number: int) -> str:
     """The PR's head SHA as GitHub sees it now (a fresh request every call)."""
-    try:
+    with github_errors(f"cannot read {repo.full_name}#{number}"):
         return repo.get_pull(number).complete().head.sha
-    except GithubException as exc:
-        raise GitHubEdgeError(
-            f"cannot read {repo.full_name}#{number}: HTTP {exc.status}", status=exc.status
-        ) from None
 
 
 def head_moved(repo: Repository, number: int, expected_sha: str) -> bool:

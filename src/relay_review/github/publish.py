@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import requests
 
 from relay_review._files import atomic_write
 from relay_review.action_inputs import ActionInputs
@@ -100,7 +99,7 @@ def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published:
     """Re-read the head: ``True`` (and ``published`` says why) when it moved during the run."""
     try:
         current = head_sha(repo, event.number)
-    except (GitHubEdgeError, requests.exceptions.RequestException) as exc:
+    except GitHubEdgeError as exc:  # GitHubConnectionError too: GitHub did not answer
         actions.warning(
             secrets.redact(f"relay-review: could not re-read the head ({exc}); posting anyway")
         )
@@ -154,11 +153,6 @@ def _post_sticky(
         else:
             published.not_posted = NotPosted.FAILED
             actions.error(f"relay-review: the comment was not posted: {published.detail}")
-        return False
-    except requests.exceptions.RequestException as exc:
-        published.not_posted = NotPosted.FAILED
-        published.detail = secrets.redact(f"{type(exc).__name__}: {exc}")
-        actions.error(f"relay-review: the comment was not posted: {published.detail}")
         return False
     if sticky.current_head:
         published.current_head = sticky.current_head

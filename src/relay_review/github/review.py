@@ -8,12 +8,16 @@ batch is *not* followed by single posts: the review may exist, and posting again
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
-import requests
 from github import GithubException
 from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict, Field
+
+from relay_review.github.errors import CLIENT_ERRORS
+
+if TYPE_CHECKING:
+    from github.PullRequest import ReviewComment
 
 Side = Literal["LEFT", "RIGHT"]
 
@@ -72,7 +76,9 @@ def post_review(
         return ReviewResult(mode="none", detail="no line comments to post")
     pull = repo.get_pull(number)
     commit = repo.get_commit(commit_sha)  # lazy client: no request, only the SHA is used
-    payload = [{"path": c.path, "line": c.line, "side": c.side, "body": c.body} for c in comments]
+    payload: list[ReviewComment] = [
+        {"path": c.path, "line": c.line, "side": c.side, "body": c.body} for c in comments
+    ]
     try:
         review = pull.create_review(commit=commit, body=body, event="COMMENT", comments=payload)
     except GithubException as exc:
@@ -85,7 +91,7 @@ def post_review(
                 detail=f"review refused: {_reason(exc)}",
             )
         batch_reason = _reason(exc)
-    except requests.exceptions.RequestException as exc:
+    except CLIENT_ERRORS as exc:  # no answer (GithubException is caught above)
         return ReviewResult(
             mode="none",
             refused=[Refused(comment=c, reason=type(exc).__name__) for c in comments],
@@ -108,7 +114,7 @@ def post_review(
                     for r in comments[len(posted) + len(refused) :]
                 )
                 break
-        except requests.exceptions.RequestException as exc:
+        except CLIENT_ERRORS as exc:  # no answer
             refused.append(Refused(comment=c, reason=type(exc).__name__))
         else:
             posted.append(c)

@@ -12,13 +12,7 @@ from relay_review.action_inputs import ActionInputs
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
 from relay_review.github.policy_ref import PolicySource, load_pinned_policy, read_base_policy
-from relay_review.settings import (
-    Policy,
-    ServingPolicy,
-    merge_policy_data,
-    parse_toml,
-    validate_policy_data,
-)
+from relay_review.settings import Layer, Policy, merge_layers, parse_toml
 
 INLINE_SOURCE = "input `policy`"
 INPUT_SOURCE = "action inputs"
@@ -53,9 +47,10 @@ def resolve_policy(
     * neither: the reviewed repository's file at the pull request's **base** commit (never the
       head); no file there means built-in defaults.
 
-    Each layer is validated alone (errors name it), then the merged whole.
+    Each layer is validated alone (errors name it), then the merged whole: see
+    :func:`relay_review.settings.merge_layers`, which the command line's flags go through too.
     """
-    layers: list[tuple[str, dict[str, Any]]] = []
+    layers: list[Layer] = []
     source: PolicySource | None = None
     path = inputs.orchestrator_path
     if inputs.orchestrator_repo:
@@ -71,7 +66,7 @@ def resolve_policy(
         if source.min_sha:
             say(f"policy: {source.sha} descends from {source.min_ref} ({source.min_sha})")
         name = f"{source.repo}:{path}@{source.sha[:12]}"
-        layers.append((name, parse_toml(pinned.text, name)))
+        layers.append(Layer(name, parse_toml(pinned.text, name)))
         provenance = source.render()
     elif inputs.policy:
         provenance = "inline policy (workflow input `policy`)"
@@ -84,35 +79,18 @@ def resolve_policy(
         else:
             source = base.source
             name = f"{source.repo}:{path}@{source.sha[:12]}"
-            layers.append((name, parse_toml(base.text, name)))
+            layers.append(Layer(name, parse_toml(base.text, name)))
             provenance = source.render()
     if inputs.policy:
-        layers.append((INLINE_SOURCE, parse_toml(inputs.policy, INLINE_SOURCE)))
+        layers.append(Layer(INLINE_SOURCE, parse_toml(inputs.policy, INLINE_SOURCE)))
         if source is not None:
             provenance += " + inline policy"
-    merged: dict[str, Any] = {}
-    for name, data in layers:
-        validate_policy_data(data, name, layer=True)  # cross-key rules: on the merged policy
-        merged = merge_policy_data(merged, data)
-    overrides = inputs.policy_overrides()  # validated as inputs already; checked merged below
+    overrides = inputs.policy_overrides()  # a deadline here lowers a longer attempt below
     if overrides:
-        layers.append((INPUT_SOURCE, overrides))
-        merged = merge_policy_data(merged, overrides)
-    if inputs.deadline is not None:
-        merged = cap_attempt(merged, inputs.deadline)
-    policy = validate_policy_data(merged, " + ".join(n for n, _ in layers) or "built-in defaults")
+        layers.append(Layer(INPUT_SOURCE, overrides, caps_attempt=True))
+    policy = merge_layers(layers)
     origin = PolicyOrigin(provenance, source, bool(inputs.policy), overrides)
     return policy, origin
-
-
-def cap_attempt(data: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """Lower ``serving.attempt`` to the ``deadline`` input when it is longer (one attempt can
-    never outlast the run, and a short deadline input should not need a policy edit)."""
-    serving = dict(data.get("serving") or {})
-    attempt = serving.get("attempt", ServingPolicy.model_fields["attempt"].default)
-    if isinstance(attempt, int | float) and attempt > deadline:
-        serving["attempt"] = deadline
-    return {**data, "serving": serving}
 
 
 def inline_key_envs(text: str | None) -> list[str]:

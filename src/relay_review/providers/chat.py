@@ -46,7 +46,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import email.utils
 import json
 import re
 import time
@@ -57,10 +56,11 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from relay_review._http import parse_retry_after
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
-__all__ = ["chat_call", "classify_http_error", "parse_retry_after"]
+__all__ = ["chat_call", "classify_http_error"]
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200
@@ -164,31 +164,6 @@ def classify_http_error(
             f"HTTP {status}: unexpected status" + (f" -> {location}" if location else "")
         )
     return Outcome(kind=kind, http_status=status, retry_after=retry_after, detail=detail)
-
-
-def parse_retry_after(value: str | None, *, now: datetime | None = None) -> float | None:
-    """Seconds to wait from a ``Retry-After`` value: delta-seconds or an HTTP-date (RFC 9110).
-
-    Returns None when absent or unparsable; never negative.
-    """
-    if value is None:
-        return None
-    value = value.strip()
-    if not value:
-        return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        pass
-    else:
-        return max(0.0, seconds) if seconds == seconds else None  # NaN is not a wait
-    try:
-        when = email.utils.parsedate_to_datetime(value)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    return max(0.0, (when - (now or datetime.now(UTC))).total_seconds())
 
 
 # --------------------------------------------------------------------------- the call itself
@@ -302,7 +277,8 @@ class _Call:
 
     async def _read_capped(self, response: httpx.Response, cap: int, into: bytearray) -> bool:
         """Read the body into ``into`` up to ``cap`` bytes; False when it was longer."""
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:
+        # httpx types aiter_bytes() as an AsyncIterator; it is an async generator (has aclose)
+        async with contextlib.aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
             async for chunk in chunks:
                 room = cap - len(into)
                 into += chunk[:room]
@@ -454,7 +430,8 @@ class _StreamState:
         for choice in _first_choices(chunk):
             delta = choice.get("delta")
             if not isinstance(delta, dict):
-                delta = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+                message = choice.get("message")
+                delta = message if isinstance(message, dict) else {}
             self._content(delta.get("content"))
             if self.chars > MAX_CONTENT_CHARS:
                 return f"reply longer than {MAX_CONTENT_CHARS} characters"
@@ -474,7 +451,9 @@ class _StreamState:
             return "reply has no choices"
         self._usage(payload)
         choice = choices[0]
-        message = choice.get("message") if isinstance(choice.get("message"), dict) else {}
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            message = {}
         self._content(message.get("content"))
         finish = choice.get("finish_reason")
         self.finish_reason = finish if isinstance(finish, str) and finish else "stop"
@@ -567,7 +546,9 @@ def _retry_after_from(
     """Retry-After header, then ``retry-after-ms``, then OpenRouter's metadata headers, then
     ``X-RateLimit-Reset`` (epoch seconds or milliseconds) from the reply or the metadata."""
     lower = {k.lower(): str(v) for k, v in headers.items()}
-    meta_headers = metadata.get("headers") if isinstance(metadata.get("headers"), dict) else {}
+    meta_headers = metadata.get("headers")
+    if not isinstance(meta_headers, dict):
+        meta_headers = {}
     meta = {str(k).lower(): str(v) for k, v in meta_headers.items()}
     for source in (lower, meta):
         seconds = parse_retry_after(source.get("retry-after"), now=now)

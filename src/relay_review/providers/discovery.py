@@ -61,14 +61,14 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Protocol
 
 import httpx
 
 from relay_review import __version__
 from relay_review._files import atomic_write
+from relay_review.models import Account, has_key
 from relay_review.redact import redact
-from relay_review.settings import Account, DiscoveryPolicy, has_key
 
 logger = logging.getLogger(__name__)
 
@@ -103,6 +103,20 @@ MODELS_DEV_ERROR_ACCOUNT = "models.dev"
 
 _TOKEN_SPLIT = re.compile(r"[-_/.:\s]+")
 _DETAIL_LIMIT = 200
+
+
+class DiscoveryBounds(Protocol):
+    """What discovery reads from the policy's ``[discovery]`` table (``settings.DiscoveryPolicy``).
+
+    A protocol, so this edge does not import the settings module (which imports provider kinds).
+    """
+
+    @property
+    def timeout(self) -> float: ...
+    @property
+    def models_dev_url(self) -> str: ...
+    @property
+    def zdr_url(self) -> str: ...
 
 
 class PriceEvidence(NamedTuple):
@@ -463,7 +477,7 @@ async def _outcome(coro: Any, secrets: Sequence[str]) -> tuple[Any, str | None]:
 async def discover(
     accounts: Sequence[Account],
     environ: Mapping[str, str],
-    settings: DiscoveryPolicy,
+    settings: DiscoveryBounds,
     *,
     transport: httpx.AsyncBaseTransport | None = None,
 ) -> DiscoveryResult:

@@ -8,9 +8,8 @@ quotas, same outage domain). Account names follow the key names:
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
 
-Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
+from relay_review.models import KindName, Pricing
 
 
 @dataclass(frozen=True)
@@ -56,7 +55,7 @@ class EnvFamily:
 
     key_env: str
     account: str
-    kind: str
+    kind: KindName
     base_url: str
     models_dev_provider: str | None
 

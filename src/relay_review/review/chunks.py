@@ -413,11 +413,13 @@ def plan_chunks(
         if pos in reports:
             continue
         where = placed[pos]
-        reason = None
-        if len(where) > 1:
-            reason = f"reviewed in {len(where)} parts (chunks {where[0]}-{where[-1]})"
+        parts = f"reviewed in {len(where)} parts (chunks {where[0]}-{where[-1]})"
         reports[pos] = FileReport(
-            path=f.path, status="reviewed", reason=reason, change=f.status, old_path=f.old_path
+            path=f.path,
+            status="reviewed",
+            reason=parts if len(where) > 1 else None,
+            change=f.status,
+            old_path=f.old_path,
         )
     return ChunkPlan(
         chunks=built,

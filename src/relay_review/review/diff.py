@@ -33,6 +33,7 @@ from typing import Any, Literal
 from unidiff import PatchSet
 from unidiff.constants import DEV_NULL
 
+from relay_review._text import scrub_text
 from relay_review.errors import UsageError
 
 Side = Literal["RIGHT", "LEFT"]
@@ -266,19 +267,6 @@ class DiffIndex:
 
 
 # -- internals ----------------------------------------------------------------------------------
-
-
-_SURROGATE = re.compile("[\ud800-\udfff]")
-
-
-def scrub_text(text: str) -> str:
-    """``text`` with every lone surrogate replaced by U+FFFD, so it encodes as UTF-8.
-
-    JSON may carry ``\\ud800``-style escapes and ``surrogateescape`` decoding leaves
-    ``\\udc80``-``\\udcff``; a valid pair is one code point in a ``str``, so any surrogate
-    left is lone.
-    """
-    return _SURROGATE.sub("\ufffd", text) if _SURROGATE.search(text) else text
 
 
 def _decode(data: str | bytes) -> str:
