@@ -8,6 +8,8 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pydantic import BaseModel
+
 from relay_review.models import (
     AttemptReport,
     Catalog,
@@ -42,7 +44,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def _typed(model: type, rows: Rows) -> list[Any]:
+def _typed(model: type[BaseModel], rows: Rows) -> list[Any]:
     """``rows`` as ``model`` records (JSON rows are validated; typed ones kept)."""
     return [r if isinstance(r, model) else model.model_validate(r) for r in rows]
 

@@ -16,7 +16,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-
 from relay_review._files import atomic_write
 from relay_review.action_inputs import ActionInputs
 from relay_review.github import actions
