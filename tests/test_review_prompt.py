@@ -115,7 +115,7 @@ def test_response_format_and_schema() -> None:
 
 def rejection(position: int, reason: str, path: str = "app.py") -> Rejection:
     f = Finding(path=path, line=7, quote="q", severity="low", message="m")
-    return Rejection(f, reason, position)
+    return Rejection(f, reason, position, over_limit=reason.startswith("over the limit"))
 
 
 def test_repair_message_lists_each_rejection_in_a_fence() -> None:

@@ -243,8 +243,8 @@ def build_repair_message(
     with ``token`` (the prompt's) unless it occurs in them, else a fresh one. At most
     ``REPAIR_MESSAGE_MAX_TOKENS`` estimated tokens; rejections that do not fit are counted.
     """
-    over = [r for r in rejections if r.reason.startswith("over the limit")]
-    listed = [r for r in rejections if not r.reason.startswith("over the limit")]
+    over = [r for r in rejections if r.over_limit]
+    listed = [r for r in rejections if not r.over_limit]
     items = [f"- finding {r.position}: {r.reason}" for r in listed]
     if over:
         first, last = over[0].position, over[-1].position

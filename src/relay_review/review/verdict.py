@@ -175,11 +175,13 @@ class ModelReply(BaseModel):
 
 
 class Rejection(NamedTuple):
-    """A finding that failed verification, why, and its 1-based position in the reply."""
+    """A finding that failed verification, why, and its 1-based position in the reply.
+    ``over_limit``: rejected unchecked, past the per-reply cap (its citation may be fine)."""
 
     finding: Finding
     reason: str
     position: int
+    over_limit: bool = False
 
 
 _REPLY_KEYS = ("summary", "findings")
@@ -391,7 +393,7 @@ def validate(
     for position, finding in enumerate(reply.findings, start=1):
         if position > max_findings:
             reason = f"over the limit of {max_findings} findings per reply"
-            rejected.append(Rejection(finding, reason, position))
+            rejected.append(Rejection(finding, reason, position, over_limit=True))
             continue
         problem = citation_problem(finding, index)
         if problem is None:
