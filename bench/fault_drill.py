@@ -17,7 +17,7 @@ import argparse
 import asyncio
 import logging
 
-from relay_review.scenarios import SCENARIOS, fleet_for, run_scenario
+from relay_review.drill.scenarios import SCENARIOS, run_named
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 BASELINE_READ_BOUND = 90.0
@@ -58,12 +58,6 @@ def baseline_policy(scale: float) -> Policy:
     )
 
 
-async def measure(name: str, policy: Policy) -> dict:
-    scenario = SCENARIOS[name]
-    async with fleet_for(scenario) as fleet:
-        return await run_scenario(scenario, policy, fleet)
-
-
 def row(label: str, r: dict) -> str:
     ttr = r["time_to_reply_s"]
     direct = r["direct_latency_s"]
@@ -97,13 +91,13 @@ async def main() -> None:
         f"{'p_tokens':>7} {'attempts':>8}  served"
     )
     if "mixed" in names:
-        print(row("mixed @ defaults (unscaled)", await measure("mixed", Policy())))
+        print(row("mixed @ defaults (unscaled)", await run_named("mixed", Policy())))
     for name in names:
-        mine = await measure(name, scaled_policy(args.scale))
+        mine = await run_named(name, scaled_policy(args.scale))
         print(row(f"{name} relay-review", mine))
         if args.no_baseline:
             continue
-        base = await measure(name, baseline_policy(args.scale))
+        base = await run_named(name, baseline_policy(args.scale))
         print(row(f"{name} serial baseline", base))
         if mine["served_by"] and not base["served_by"]:
             verdict = "the baseline produced no reply; relay-review did"

@@ -28,17 +28,12 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
 from relay_review import pipeline
+from relay_review.drill.review import drill_reply
+from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.github.comment import MARKER, MAX_BODY_CHARS
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.scenarios import (
-    Scenario,
-    discovery_for,
-    drill_environ,
-    drill_reply,
-    fleet_for,
-)
 from relay_review.settings import validate_policy_data
 
 BUDGET_MB = 512.0

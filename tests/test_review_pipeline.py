@@ -10,18 +10,15 @@ import sys
 import pytest
 
 from relay_review import pipeline
-from relay_review.review.diff import DiffIndex
-from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.scenarios import (
+from relay_review.drill.review import (
     REVIEW_DRILL_CHUNK_TOKENS,
-    Scenario,
-    discovery_for,
-    drill_environ,
     drill_reply,
-    fleet_for,
     run_review_drill,
     sample_diff,
 )
+from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.review.diff import DiffIndex
+from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess

@@ -16,17 +16,17 @@ import time
 import pytest
 
 from relay_review.drill import FaultFleet
-from relay_review.models import CatalogEntry
-from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.routing.preflight import PROBE_MAX_TOKENS
-from relay_review.routing.session import RoutingSession
-from relay_review.scenarios import (
+from relay_review.drill.scenarios import (
     SCENARIOS,
     discovery_for,
     drill_environ,
     fleet_for,
     run_scenario,
 )
+from relay_review.models import CatalogEntry
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.preflight import PROBE_MAX_TOKENS
+from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess

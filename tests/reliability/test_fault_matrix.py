@@ -34,7 +34,7 @@ import pytest
 from action_harness import FLEET_KEY, Run, api_file, policy_toml, posted_bodies, run_action
 from github_mock import MockGitHub
 from relay_review.drill import FaultFleet
-from relay_review.scenarios import reviewer_reply
+from relay_review.drill.review import reviewer_reply
 
 DEADLINE = 15.0
 MIXED_DEADLINE = 30.0

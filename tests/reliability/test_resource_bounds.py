@@ -22,7 +22,7 @@ import pytest
 from action_harness import NUMBER, REPO, policy_toml, posted_bodies, pr_payload, run_action
 from github_mock import Exchange, MockGitHub
 from relay_review.drill import FaultFleet
-from relay_review.scenarios import drill_reply
+from relay_review.drill.review import drill_reply
 
 ROOT_DIR = Path(__file__).resolve().parents[2]
 BUDGET_MB = 512

@@ -28,7 +28,7 @@ import pytest
 from action_harness import TOKEN, api_file, posted_bodies, run_action
 from github_mock import MockGitHub
 from relay_review.drill import FaultFleet
-from relay_review.scenarios import reviewer_reply
+from relay_review.drill.review import reviewer_reply
 
 #: Key variable -> canary. First 8 characters unique; ``_``/``-`` inside (Markdown escaping).
 CANARIES: dict[str, str] = {

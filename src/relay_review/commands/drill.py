@@ -14,15 +14,10 @@ import json
 
 from relay_review import pipeline
 from relay_review.commands.common import add_serving_args, policy_from_args
-from relay_review.render import attempt_timeline, comment_markdown, readiness_table
-from relay_review.scenarios import (
-    REVIEW_SCENARIO,
-    SCENARIOS,
-    fleet_for,
-    run_review_drill,
-    run_scenario,
-)
-from relay_review.settings import Policy
+from relay_review.drill.report import format_drill
+from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
+from relay_review.drill.scenarios import SCENARIOS, run_named
+from relay_review.render import comment_markdown
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,44 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text")
 
 
-async def _drill(name: str, policy: Policy) -> dict:
-    scenario = SCENARIOS[name]
-    async with fleet_for(scenario) as fleet:
-        return await run_scenario(scenario, policy, fleet)
-
-
-def format_drill(result: dict) -> str:
-    """The drill's report for people."""
-    lines = [
-        f"scenario {result['scenario']}: {result['description']}",
-        "",
-        readiness_table(
-            result["catalog"]["selected"],
-            result["readiness"],
-            result["served_by"],
-            result["attempts"],
-        ),
-        "",
-        attempt_timeline(result["attempts"]),
-        "",
-    ]
-    if result["served_by"]:
-        lines.append(f"served by {result['served_by']['agent_id']}: {result['reply']!r}")
-        lines.append(
-            f"time to reply {result['time_to_reply_s']:.2f}s; healthy route direct "
-            f"{result['direct_latency_s']:.2f}s; ratio {result['ratio']:.2f}"
-        )
-    else:
-        lines.append(
-            f"no route served ({result['stopped']}); gave up after {result['elapsed_s']:.2f}s"
-        )
-    lines.append(
-        f"probes sent {result['probes_sent']} (at most {result['max_probe_tokens']} output "
-        f"tokens each, {result['probe_tokens_requested']} in all)"
-    )
-    return "\n".join(lines)
-
-
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     if args.scenario is None:
@@ -92,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"scenario review: {REVIEW_SCENARIO.description}\n")
             print(comment_markdown(report, marker=""))
         return 0 if report["decision"] != "unavailable" else 1
-    result = pipeline.run_sync(_drill(args.scenario, policy))
+    result = pipeline.run_sync(run_named(args.scenario, policy))
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:

@@ -1,0 +1,318 @@
+"""One chat request played to its behaviour: the replies and the faults of the fleet's models.
+
+Each behaviour kind of :mod:`relay_review.drill.script` is one method here (``healthy`` ->
+``_healthy``, ``headers-stall`` -> ``_headers_stall``); error statuses share one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import email.utils
+import json
+import re
+import time
+from typing import Any
+
+from relay_review.drill._wire import Conn, error_body, phrase
+from relay_review.drill.script import Behaviour, Reply
+
+KEEPALIVE_COMMENT = b": OPENROUTER PROCESSING\n\n"
+
+
+class Exchange:
+    """Plays one behaviour for one chat request.
+
+    ``reply`` is the fleet's reply, used when the behaviour carries none; ``id`` names the
+    completion.
+    """
+
+    def __init__(
+        self,
+        conn: Conn,
+        behaviour: Behaviour,
+        body: dict,
+        model: str,
+        auth: str,
+        *,
+        id: str,
+        reply: Reply | None = None,
+    ) -> None:
+        self.conn = conn
+        self.b = behaviour
+        self.body = body
+        self.model = model
+        self.auth = auth
+        self.stream = bool(body.get("stream"))
+        self.id = id
+        self.reply = behaviour.reply if behaviour.reply is not None else reply
+
+    async def run(self) -> None:
+        b = self.b
+        if b.delay > 0:
+            await asyncio.sleep(b.delay)
+        if b.status is not None:
+            await self._error_status(b.status)
+            return
+        handler = getattr(self, "_" + b.kind.replace("-", "_"))
+        await handler()
+
+    # ---- error statuses and non-replies ------------------------------------------------------
+
+    async def _error_status(self, status: int) -> None:
+        b = self.b
+        extra: dict[str, str] = {}
+        metadata: dict[str, Any] = {}
+        if status == 429 and b.retry_after is not None:
+            wait = b.retry_after
+            if b.retry_style == "header":
+                extra["Retry-After"] = f"{wait:g}"
+            elif b.retry_style == "date":
+                extra["Retry-After"] = email.utils.formatdate(time.time() + wait, usegmt=True)
+            elif b.retry_style == "meta":
+                reset_ms = int((time.time() + wait) * 1000)
+                metadata["headers"] = {
+                    "X-RateLimit-Limit": "20",
+                    "X-RateLimit-Remaining": "0",
+                    "X-RateLimit-Reset": str(reset_ms),
+                }
+        message = STATUS_MESSAGES.get(status) or phrase(status) or f"HTTP {status}"
+        if b.kind == "context":
+            message = (
+                "This endpoint's maximum context length is 8192 tokens. "
+                "However, you requested about 9000 tokens. Please reduce the length."
+            )
+        message = self._leaked(message)
+        if b.nim:
+            payload: dict[str, Any] = {
+                "status": status,
+                "title": phrase(status),
+                "detail": message,
+            }
+        else:
+            payload = error_body(status, message, metadata or None)
+        if b.stall_body:
+            data = json.dumps(payload).encode()
+            await self.conn.head(status, "application/json", length=len(data), extra=extra)
+            await self.conn.hold()
+            return
+        await self.conn.json(status, payload, extra)
+
+    async def _stall(self) -> None:
+        await self.conn.hold()
+
+    async def _close(self) -> None:
+        return
+
+    async def _headers_stall(self) -> None:
+        if self.stream:
+            await self.conn.head(200, "text/event-stream", length=None)
+        else:
+            await self.conn.head(200, "application/json", length=1000)
+        await self.conn.hold()
+
+    def _leaked(self, message: str) -> str:
+        """``message``, echoing the Authorization header it received when ``leak`` is set."""
+        return f"{message} (received {self.auth!r})" if self.b.leak else message
+
+    async def _error_body(self) -> None:
+        message = self._leaked("Upstream error: provider returned an invalid response")
+        await self.conn.json(200, error_body(502, message))
+
+    # ---- replies ------------------------------------------------------------------------------
+
+    def _text(self) -> str:
+        reply = self.reply
+        if reply is None:
+            return self._leaked("OK")
+        return self._leaked(reply(self.body) if callable(reply) else reply)
+
+    def _pieces(self) -> tuple[list[str], str]:
+        pieces = re.findall(r"\s*\S+", self._text()) or []
+        limit = self.body.get("max_tokens", self.body.get("max_completion_tokens"))
+        if isinstance(limit, int) and limit > 0 and len(pieces) > limit:
+            return pieces[:limit], "length"
+        return pieces, "stop"
+
+    async def _healthy(self) -> None:
+        pieces, finish = self._pieces()
+        await self._reply(pieces, finish)
+
+    async def _plain(self) -> None:
+        pieces, finish = self._pieces()
+        await self.conn.json(200, self._completion("".join(pieces), finish, len(pieces)))
+
+    async def _drip(self) -> None:
+        text = self._text()
+        n = max(1, self.b.n)
+        pieces = [text[len(text) * i // n : len(text) * (i + 1) // n] for i in range(n)]
+        await self._reply(pieces, "stop", gap=self.b.gap)
+
+    async def _keepalive(self) -> None:
+        pieces, finish = self._pieces()
+        if not self.stream:
+            await asyncio.sleep(self.b.gap * self.b.n)
+            await self.conn.json(200, self._completion("".join(pieces), finish, len(pieces)))
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        for i in range(self.b.n):
+            if i:
+                await asyncio.sleep(self.b.gap)
+            await self.conn.chunk(KEEPALIVE_COMMENT)
+        await asyncio.sleep(self.b.gap)
+        await self._stream_body(pieces, finish)
+
+    async def _cut(self) -> None:
+        pieces = ([*re.findall(r"\s*\S+", self._text()), *[" ..."] * self.b.n])[: self.b.n]
+        if not self.stream:
+            data = json.dumps(self._completion("".join(pieces), "stop", len(pieces))).encode()
+            await self.conn.head(200, "application/json", length=len(data))
+            await self.conn.send(data[: len(data) // 2])
+        else:
+            await self.conn.head(200, "text/event-stream", length=None)
+            await self._event(self._chunk({"role": "assistant", "content": ""}))
+            for piece in pieces:
+                await self._event(self._chunk({"content": piece}))
+        self.conn.abort = self.b.rst
+
+    async def _sse_error(self) -> None:
+        error = {"code": 502, "message": self._leaked("Provider disconnected unexpectedly")}
+        if not self.stream:
+            payload = self._completion("", "error", 0)
+            payload["error"] = error
+            await self.conn.json(200, payload)
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._event(self._chunk({"role": "assistant", "content": "Partial"}))
+        await self._event({**self._chunk({"content": ""}, finish="error"), "error": error})
+        await self._done()
+
+    async def _finish_error(self) -> None:
+        if not self.stream:
+            await self.conn.json(200, self._completion("Partial", "error", 1))
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._event(self._chunk({"role": "assistant", "content": "Partial"}))
+        await self._event(self._chunk({}, finish="error"))
+        await self._done()
+
+    async def _no_finish(self) -> None:
+        pieces, _ = self._pieces()
+        if not self.stream:
+            payload = self._completion("".join(pieces), "stop", len(pieces))
+            payload["choices"][0]["finish_reason"] = None
+            await self.conn.json(200, payload)
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._event(self._chunk({"role": "assistant", "content": ""}))
+        for piece in pieces:
+            await self._event(self._chunk({"content": piece}))
+        await self.conn.end_chunks()
+
+    async def _finish_stall(self) -> None:
+        pieces, finish = self._pieces()
+        if not self.stream:
+            await self._headers_stall()
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._event(self._chunk({"role": "assistant", "content": ""}))
+        for piece in pieces:
+            await self._event(self._chunk({"content": piece}))
+        await self._event({**self._chunk({}, finish=finish), "usage": self._usage(len(pieces))})
+        await self.conn.hold()
+
+    async def _empty(self) -> None:
+        await self._reply([], "stop")
+
+    async def _length_empty(self) -> None:
+        await self._reply([], "length")
+
+    async def _garbage(self) -> None:
+        data = self._leaked('{"choices": [ not json').encode()
+        if not self.stream:
+            await self.conn.head(200, "application/json", length=len(data))
+            await self.conn.send(data)
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._event(self._chunk({"role": "assistant", "content": ""}))
+        await self.conn.chunk(b"data: " + data + b"\n\n")
+        await self._done()
+
+    # ---- wire format --------------------------------------------------------------------------
+
+    async def _reply(self, pieces: list[str], finish: str, *, gap: float = 0.0) -> None:
+        if not self.stream:
+            if gap:
+                await asyncio.sleep(gap * len(pieces))
+            await self.conn.json(200, self._completion("".join(pieces), finish, len(pieces)))
+            return
+        await self.conn.head(200, "text/event-stream", length=None)
+        await self._stream_body(pieces, finish, gap=gap)
+
+    async def _stream_body(self, pieces: list[str], finish: str, *, gap: float = 0.0) -> None:
+        await self._event(self._chunk({"role": "assistant", "content": ""}))
+        for piece in pieces:
+            if gap:
+                await asyncio.sleep(gap)
+            await self._event(self._chunk({"content": piece}))
+        final = self._chunk({}, finish=finish)
+        final["usage"] = self._usage(len(pieces))
+        await self._event(final)
+        await self._done()
+
+    async def _event(self, payload: dict) -> None:
+        await self.conn.chunk(b"data: " + json.dumps(payload).encode() + b"\n\n")
+
+    async def _done(self) -> None:
+        await self.conn.chunk(b"data: [DONE]\n\n")
+        await self.conn.end_chunks()
+
+    def _chunk(self, delta: dict, *, finish: str | None = None) -> dict:
+        return {
+            "id": self.id,
+            "object": "chat.completion.chunk",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}],
+        }
+
+    def _completion(self, content: str, finish: str, pieces: int) -> dict:
+        return {
+            "id": self.id,
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": self.model,
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": content},
+                    "finish_reason": finish,
+                }
+            ],
+            "usage": self._usage(pieces),
+        }
+
+    def _usage(self, completion_tokens: int) -> dict:
+        messages = self.body.get("messages")
+        prompt = sum(
+            len(str(m.get("content", "")).split()) for m in messages or [] if isinstance(m, dict)
+        )
+        return {
+            "prompt_tokens": prompt,
+            "completion_tokens": completion_tokens,
+            "total_tokens": prompt + completion_tokens,
+        }
+
+
+STATUS_MESSAGES = {
+    400: "Invalid request: unsupported parameter",
+    401: "No auth credentials found",
+    402: "Insufficient credits. Add more using https://openrouter.ai/credits",
+    403: "Forbidden",
+    404: "No endpoints found for this model.",
+    408: "Request timed out upstream",
+    413: "Request entity too large",
+    429: "Rate limit exceeded: free-models-per-min.",
+    500: "Internal Server Error",
+    502: "Provider returned error",
+    503: "No instances available",
+}
