@@ -12,9 +12,10 @@ import time
 import pytest
 
 from relay_review.models import Outcome, OutcomeKind, Phase, Readiness
+from relay_review.routing.board import RouteBoard
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.routing.failover import RunState, next_route
-from relay_review.routing.preflight import PROBE_MAX_TOKENS, ReadinessBoard
+from relay_review.routing.failover import next_route
+from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
@@ -209,22 +210,22 @@ async def test_whole_run_deadline_bounds_probes_and_serving():
 
 def test_next_route_waits_while_preflight_runs_and_nothing_is_ready():
     entries = catalog("a", "b")
-    board = ReadinessBoard(entries)
-    assert next_route(board, RunState(), now=0.0, deadline_at=10.0) == (None, 10.0)
+    board = RouteBoard(entries)
+    assert next_route(board, now=0.0, deadline_at=10.0) == (None, 10.0)
     board.finish()
-    entry, wait = next_route(board, RunState(), now=0.0, deadline_at=10.0)
+    entry, wait = next_route(board, now=0.0, deadline_at=10.0)
     assert entry.route.model == "a" and wait == 0.0
 
 
 @pytest.mark.parametrize("retry_after, expected_wait", [(2.0, 2.0), (None, 0.0)])
 def test_next_route_sleeps_until_retry_after(retry_after, expected_wait):
     entries = catalog("a")
-    board = ReadinessBoard(entries)
+    board = RouteBoard(entries)
     board.set(
         entries[0].agent_id, status=Readiness.DEFERRED, retry_after=retry_after, finished_at=1.0
     )
     board.finish()
-    entry, wait = next_route(board, RunState(), now=1.0, deadline_at=10.0)
+    entry, wait = next_route(board, now=1.0, deadline_at=10.0)
     assert entry is entries[0] and wait == pytest.approx(expected_wait)
 
 
@@ -232,21 +233,20 @@ def test_a_deferred_route_free_now_is_not_held_up_by_a_later_retry_after():
     # found by the fault matrix: a 429 asking for 28 s (first in catalog order) made the loop
     # sleep 28 s while a 5xx route (no Retry-After) sat free behind it
     entries = catalog("later", "now", "also-now", "past-deadline")
-    board = ReadinessBoard(entries)
+    board = RouteBoard(entries)
     for entry, retry_after in zip(entries, (28.0, None, None, 60.0), strict=True):
         board.set(
             entry.agent_id, status=Readiness.DEFERRED, retry_after=retry_after, finished_at=1.0
         )
     board.finish()
-    state = RunState()
-    assert next_route(board, state, now=2.0, deadline_at=30.0) == (entries[1], 0.0)
-    state.out.add(entries[1].agent_id)
-    assert next_route(board, state, now=2.0, deadline_at=30.0) == (entries[2], 0.0)  # ties: order
-    state.out.add(entries[2].agent_id)
-    entry, wait = next_route(board, state, now=2.0, deadline_at=30.0)
+    assert next_route(board, now=2.0, deadline_at=30.0) == (entries[1], 0.0)
+    board.out.add(entries[1].agent_id)
+    assert next_route(board, now=2.0, deadline_at=30.0) == (entries[2], 0.0)  # ties: order
+    board.out.add(entries[2].agent_id)
+    entry, wait = next_route(board, now=2.0, deadline_at=30.0)
     assert entry is entries[0] and wait == pytest.approx(27.0)
-    state.out.add(entries[0].agent_id)
-    assert next_route(board, state, now=2.0, deadline_at=30.0) == (None, 0.0)
+    board.out.add(entries[0].agent_id)
+    assert next_route(board, now=2.0, deadline_at=30.0) == (None, 0.0)
 
 
 async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it():
@@ -272,15 +272,15 @@ async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it
 
 def test_next_route_waits_for_a_busy_ready_route_before_trying_unprobed_ones():
     entries = catalog("ready", "unprobed")
-    board = ReadinessBoard(entries)
+    board = RouteBoard(entries)
     board.set(entries[0].agent_id, status=Readiness.READY)
     board.finish()
-    state = RunState(busy={entries[0].agent_id})
-    assert next_route(board, state, now=0.0, deadline_at=10.0) == (None, 10.0)
-    state.busy.clear()
-    assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[0], 0.0)
-    state.out.add(entries[0].agent_id)
-    assert next_route(board, state, now=0.0, deadline_at=10.0) == (entries[1], 0.0)
+    board.busy.add(entries[0].agent_id)
+    assert next_route(board, now=0.0, deadline_at=10.0) == (None, 10.0)
+    board.busy.clear()
+    assert next_route(board, now=0.0, deadline_at=10.0) == (entries[0], 0.0)
+    board.out.add(entries[0].agent_id)
+    assert next_route(board, now=0.0, deadline_at=10.0) == (entries[1], 0.0)
 
 
 async def test_a_repair_round_asked_for_after_the_deadline_is_not_sent():

@@ -54,8 +54,8 @@ from relay_review.review.verdict import (
     points_at_shown_code,
     validate,
 )
+from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
-from relay_review.routing.preflight import ChatFn
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay_review.models import Catalog
-from relay_review.routing.preflight import ChatFn
+from relay_review.routing.board import ChatFn
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 

@@ -33,12 +33,9 @@ deadline passed        stop, no reply
 from __future__ import annotations
 
 import logging
-import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
-
-import httpx
 
 from relay_review.models import (
     Attempt,
@@ -50,10 +47,10 @@ from relay_review.models import (
     Readiness,
     ServedBy,
 )
-from relay_review.routing.preflight import (
+from relay_review.routing.board import (
     ACCOUNT_WIDE,
-    ChatFn,
-    ReadinessBoard,
+    RouteBoard,
+    RunContext,
     api_key_for,
     outcome_detail,
 )
@@ -66,6 +63,21 @@ ExtraBody = dict | Callable[[CatalogEntry], dict | None] | None
 #: A reply check: (route, ok outcome) -> (accepted, value, why-not). Async so it may talk to the
 #: same route again (the review's single repair round).
 Accept = Callable[[CatalogEntry, Outcome], Awaitable[tuple[bool, Any, str]]]
+
+
+@dataclass(frozen=True)
+class ServeRequest:
+    """One request to serve: its messages, the reply check, and what it asks of every route.
+
+    ``purpose`` names the attempt in the report: ``serve``, or ``repair`` for the review's
+    follow-up on the route that just served.
+    """
+
+    messages: list[dict]
+    accept: Accept | None = None
+    max_tokens: int | None = None
+    extra_body: ExtraBody = None
+    purpose: str = "serve"
 
 
 @dataclass
@@ -94,21 +106,8 @@ def attempt_phase(outcome: Outcome) -> str:
     return "response"
 
 
-@dataclass
-class RunState:
-    """Route bookkeeping shared by every request of one run (chunks may be served concurrently).
-
-    ``out``: failed this run, never tried again. ``busy``: serving a request right now.
-    ``proven``: served a reply this run, so it counts as ready whatever preflight said.
-    """
-
-    out: set[str] = field(default_factory=set)
-    busy: set[str] = field(default_factory=set)
-    proven: set[str] = field(default_factory=set)
-
-
 def next_route(
-    board: ReadinessBoard, state: RunState, now: float, deadline_at: float
+    board: RouteBoard, now: float, deadline_at: float
 ) -> tuple[CatalogEntry | None, float]:
     """Pick the next route, or say how long to wait for news (pure over the board's state).
 
@@ -117,17 +116,12 @@ def next_route(
     ``(None, 0)`` when nothing is left. Concurrent requests share ready routes: while a ready
     route is busy, another request waits for it rather than trying unprobed or deferred ones.
     """
-    entries = [  # catalog order = priority order
-        e for e in board.entries if e.agent_id not in state.out and e.agent_id not in state.busy
-    ]
-
-    def good(agent_id: str) -> bool:
-        return agent_id in state.proven or board.status(agent_id) is Readiness.READY
-
+    entries = board.available()  # catalog order = priority order
     for e in entries:
-        if good(e.agent_id):
+        if board.good(e.agent_id):
             return e, 0.0
-    if not board.finished or any(good(a) for a in state.busy - state.out):
+    in_use = board.busy - board.out
+    if not board.finished or any(board.good(a) for a in in_use):
         # news is coming: a probe result, or a ready route finishing its current request
         # (better than gambling a concurrent chunk on an unprobed or deferred route)
         return None, max(0.0, deadline_at - now)
@@ -147,80 +141,48 @@ def next_route(
                 soonest = (free_at, e)
     if soonest is not None:
         return soonest[1], soonest[0] - now
-    if state.busy - state.out:
+    if in_use:
         return None, max(0.0, deadline_at - now)  # a route in use may free up
     return None, 0.0
 
 
-async def serve(
-    board: ReadinessBoard,
-    *,
-    chat: ChatFn,
-    client: httpx.AsyncClient,
-    environ: Mapping[str, str],
-    messages: list[dict],
-    deadlines: Deadlines,
-    deadline_at: float,
-    run_started: float,
-    accept: Accept | None = None,
-    max_tokens: int | None = None,
-    extra_body: ExtraBody = None,
-    state: RunState | None = None,
-    clock: Callable[[], float] = time.monotonic,
-    sleep: Callable[[float], Awaitable[Any]] | None = None,
-) -> ServeResult:
-    """Serve ``messages`` over the board's routes until one reply is accepted or time runs out.
+async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> ServeResult:
+    """Serve ``request`` over the board's routes until one reply is accepted or time runs out.
 
-    ``state`` is shared between concurrent callers of one run (see :class:`RunState`).
+    The board is shared between concurrent callers of one run: a route one request found
+    failing is out for the others, and a route that served is ready for them.
     """
-    import asyncio
-
-    sleep = sleep or asyncio.sleep
-    state = state if state is not None else RunState()
     result = ServeResult()
     while True:
-        now = clock()
-        if now >= deadline_at:
+        now = run.clock()
+        if now >= run.deadline_at:
             result.stopped = "deadline"
             break
-        entry, wait = next_route(board, state, now, deadline_at)
+        entry, wait = next_route(board, now, run.deadline_at)
         if entry is None:
             if wait <= 0:
                 result.stopped = "exhausted"
                 break
-            await board.wait_change(min(wait, deadline_at - now))
+            await board.wait_change(min(wait, run.deadline_at - now))
             continue
         if wait > 0:
             log.info("waiting %.1fs for deferred route %s (retry-after)", wait, entry.agent_id)
-            await sleep(min(wait, deadline_at - now))
+            await run.sleep(min(wait, run.deadline_at - now))
             continue
-        key = api_key_for(entry, environ)
+        key = api_key_for(entry, run.environ)
         if key is None:
-            state.out.add(entry.agent_id)
+            board.out.add(entry.agent_id)
             board.set(entry.agent_id, status=Readiness.REJECTED, detail="missing key")
             continue
-        state.busy.add(entry.agent_id)
+        board.busy.add(entry.agent_id)
         try:
-            accepted, outcome, attempt, value = await attempt_on(
-                entry,
-                chat=chat,
-                client=client,
-                key=key,
-                messages=messages,
-                deadlines=deadlines,
-                deadline_at=deadline_at,
-                run_started=run_started,
-                accept=accept,
-                max_tokens=max_tokens,
-                extra_body=extra_body,
-                clock=clock,
-            )
+            accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
         finally:
-            state.busy.discard(entry.agent_id)
+            board.busy.discard(entry.agent_id)
             board.touch()
         result.attempts.append(attempt)
         if accepted:
-            state.proven.add(entry.agent_id)
+            board.proven.add(entry.agent_id)
             result.reply = outcome.content
             result.value = value
             result.served_by = ServedBy(
@@ -228,38 +190,30 @@ async def serve(
             )
             result.stopped = "served"
             break
-        state.out.add(entry.agent_id)
+        board.out.add(entry.agent_id)
         if outcome.kind in ACCOUNT_WIDE:
-            board.reject_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
-            state.out.update(e.agent_id for e in board.entries if e.account == entry.account)
+            board.take_out_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
     if result.stopped == "deadline":
-        for e in board.entries:
-            probe = board.probes[e.agent_id]
-            untouched = e.agent_id not in state.out and e.agent_id not in state.proven
-            if untouched and probe.status is Readiness.UNPROBED and not probe.sent:
-                board.set(e.agent_id, detail="never tried: the run deadline passed")
+        _mark_never_tried(board)
     return result
 
 
+def _mark_never_tried(board: RouteBoard) -> None:
+    """Say on the board which routes the run deadline left unprobed and untried."""
+    for e in board.entries:
+        probe = board.probes[e.agent_id]
+        untouched = e.agent_id not in board.out and e.agent_id not in board.proven
+        if untouched and probe.status is Readiness.UNPROBED and not probe.sent:
+            board.set(e.agent_id, detail="never tried: the run deadline passed")
+
+
 async def attempt_on(
-    entry: CatalogEntry,
-    *,
-    chat: ChatFn,
-    client: httpx.AsyncClient,
-    key: str,
-    messages: list[dict],
-    deadlines: Deadlines,
-    deadline_at: float,
-    run_started: float,
-    accept: Accept | None,
-    max_tokens: int | None,
-    extra_body: ExtraBody,
-    clock: Callable[[], float],
-    purpose: str = "serve",
+    entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest
 ) -> tuple[bool, Outcome, Attempt, Any]:
     """One request on one route (no switching), its reply check, and its log line."""
+    clock = run.clock
     started = clock()
-    remaining = deadline_at - started
+    remaining = run.deadline_at - started
     if remaining <= 0:  # e.g. a repair round asked for just as the deadline struck
         outcome = Outcome(
             kind=OutcomeKind.TIMEOUT,
@@ -267,28 +221,30 @@ async def attempt_on(
             detail="not sent: the run deadline had passed",
         )
     else:
-        outcome = await chat(
-            client,
+        bounds = run.deadlines
+        extra_body = request.extra_body
+        outcome = await run.chat(
+            run.client,
             base_url=entry.route.base_url or "",
             api_key=key,
             model=entry.route.model,
-            messages=messages,
+            messages=request.messages,
             deadlines=Deadlines(
-                connect=min(deadlines.connect, remaining),
-                first_byte=min(deadlines.first_byte, remaining),
-                idle=min(deadlines.idle, remaining),
-                attempt=min(deadlines.attempt, remaining),
+                connect=min(bounds.connect, remaining),
+                first_byte=min(bounds.first_byte, remaining),
+                idle=min(bounds.idle, remaining),
+                attempt=min(bounds.attempt, remaining),
             ),
-            max_tokens=max_tokens,
+            max_tokens=request.max_tokens,
             extra_body=extra_body(entry) if callable(extra_body) else extra_body,
         )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
-    if outcome.ok and accept is not None:
-        accepted, value, why = await accept(entry, outcome)
+    if outcome.ok and request.accept is not None:
+        accepted, value, why = await request.accept(entry, outcome)
     kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
     detail = outcome_detail(outcome) if not outcome.ok else why
-    if outcome.kind is OutcomeKind.TIMEOUT and clock() >= deadline_at - 0.05:
+    if outcome.kind is OutcomeKind.TIMEOUT and clock() >= run.deadline_at - 0.05:
         detail += " (bounded by the run deadline)"
     attempt = Attempt(
         agent_id=entry.agent_id,
@@ -298,9 +254,9 @@ async def attempt_on(
         outcome=kind,
         http_status=outcome.http_status,
         elapsed_s=elapsed,
-        started_s=round(started - run_started, 3),
+        started_s=round(started - run.started_at, 3),
         detail=detail,
-        purpose=purpose,
+        purpose=request.purpose,
     )
     log_attempt(attempt, accepted)
     return accepted, outcome, attempt, value

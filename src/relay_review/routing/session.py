@@ -21,15 +21,10 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
-from relay_review.routing.failover import (
-    Accept,
-    ExtraBody,
-    RunState,
-    ServeResult,
-    attempt_on,
-    serve,
-)
-from relay_review.routing.preflight import ChatFn, ReadinessBoard, api_key_for, run_preflight
+from relay_review.routing import failover
+from relay_review.routing.board import ChatFn, RouteBoard, RunContext, api_key_for
+from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
+from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
 
@@ -61,27 +56,30 @@ class RoutingSession:
         self.clock = clock
         self.started_at = started_at if started_at is not None else clock()
         self.deadline_at = self.started_at + serving.deadline
-        self.board = ReadinessBoard(entries)
-        self.state = RunState()
-        self._client: httpx.AsyncClient | None = None
+        self.board = RouteBoard(entries)
+        self._run: RunContext | None = None
         self._preflight_task: asyncio.Task | None = None
 
     async def __aenter__(self) -> RoutingSession:
-        self._client = httpx.AsyncClient(
+        client = httpx.AsyncClient(
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
             follow_redirects=False,
+        )
+        self._run = RunContext(
+            chat=self.chat,
+            client=client,
+            environ=self.environ,
+            deadlines=self.serving.deadlines(),
+            deadline_at=self.deadline_at,
+            started_at=self.started_at,
+            clock=self.clock,
         )
         self._preflight_task = asyncio.create_task(
             run_preflight(
                 self.board,
-                chat=self.chat,
-                client=self._client,
-                environ=self.environ,
+                self._run,
                 probe_budget=self.preflight.probe_budget,
                 probe_timeout=self.preflight.probe_timeout,
-                connect_timeout=self.serving.connect,
-                deadline_at=self.deadline_at,
-                clock=self.clock,
             )
         )
         return self
@@ -98,22 +96,10 @@ class RoutingSession:
         extra_body: ExtraBody = None,
     ) -> ServeResult:
         """Serve one request over the catalog (routes that failed this run are skipped)."""
-        assert self._client is not None, "use the session as an async context manager"
-        return await serve(
-            self.board,
-            chat=self.chat,
-            client=self._client,
-            environ=self.environ,
-            messages=messages,
-            deadlines=self.serving.deadlines(),
-            deadline_at=self.deadline_at,
-            run_started=self.started_at,
-            accept=accept,
-            max_tokens=max_tokens,
-            extra_body=extra_body,
-            state=self.state,
-            clock=self.clock,
+        request = ServeRequest(
+            messages, accept=accept, max_tokens=max_tokens, extra_body=extra_body
         )
+        return await failover.serve(self.board, self._context(), request)
 
     async def call(
         self, entry: CatalogEntry, messages: list[dict], *, max_tokens: int | None = None
@@ -123,23 +109,14 @@ class RoutingSession:
         Not a retry: the route is not switched and the failure of this call does not take the
         route out. It is bounded by the same deadlines and recorded as a ``repair`` attempt.
         """
-        assert self._client is not None, "use the session as an async context manager"
-        _, outcome, attempt, _ = await attempt_on(
-            entry,
-            chat=self.chat,
-            client=self._client,
-            key=api_key_for(entry, self.environ) or "",
-            messages=messages,
-            deadlines=self.serving.deadlines(),
-            deadline_at=self.deadline_at,
-            run_started=self.started_at,
-            accept=None,
-            max_tokens=max_tokens,
-            extra_body=None,
-            clock=self.clock,
-            purpose="repair",
-        )
+        key = api_key_for(entry, self.environ) or ""
+        request = ServeRequest(messages, max_tokens=max_tokens, purpose="repair")
+        _, outcome, attempt, _ = await failover.attempt_on(entry, key, self._context(), request)
         return outcome, attempt
+
+    def _context(self) -> RunContext:
+        assert self._run is not None, "use the session as an async context manager"
+        return self._run
 
     async def wait_preflight(self) -> None:
         """Wait until every budgeted probe has answered or timed out (the ``preflight`` command)."""
@@ -159,9 +136,9 @@ class RoutingSession:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        if self._client is not None:
-            await self._client.aclose()
-            self._client = None
+        run, self._run = self._run, None
+        if run is not None:
+            await run.client.aclose()
 
     def elapsed(self) -> float:
         return round(self.clock() - self.started_at, 3)
