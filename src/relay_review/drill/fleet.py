@@ -13,6 +13,7 @@ on purpose: the faults it scripts live below a framework's surface (headers sent
 silence, a body cut mid-chunk, a reset socket, a stall before any byte), and the project takes
 no server dependency for a test and drill tool. Every request is recorded
 (:attr:`FaultFleet.requests`) so callers can count probes and the tokens they asked for.
+
 The behaviour scheme (what a model id makes the server do) is :mod:`relay_review.drill.script`;
 playing one behaviour to one request is ``_exchange``; the HTTP/1.1 wire is ``_wire``.
 

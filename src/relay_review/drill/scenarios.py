@@ -1,10 +1,9 @@
 """Drill scenarios: the fault fleet, a catalog over it, and preflight + failover run against it.
 
 A scenario is a set of accounts whose model ids script faults (see
-:mod:`relay_review.drill.script`).
-Running one measures time-to-reply against the healthy route's own direct latency (one request
-straight to an identical healthy model on a reference account outside the catalog), and counts
-the probes sent and the output tokens they asked for.
+:mod:`relay_review.drill.script`). Running one measures time-to-reply against the healthy route's
+own direct latency (one request straight to an identical healthy model on a reference account
+outside the catalog), and counts the probes sent and the output tokens they asked for.
 """
 
 from __future__ import annotations

@@ -184,6 +184,7 @@ def _is_number(text: str) -> bool:
 
 
 def script_of(model_id: str, given: str | Behaviour | Sequence[Behaviour] | None) -> Script:
+    """A model's script: as ``given``, else written in the model id's last ``/`` segment."""
     if given is None:
         return parse_script(model_id.rsplit("/", 1)[-1])
     if isinstance(given, str):
