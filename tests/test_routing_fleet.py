@@ -193,14 +193,17 @@ def test_drill_cli_prints_table_timeline_and_ratio():
     assert "probes sent 6 (at most 16 output tokens each" in proc.stdout
 
 
-def test_all_stalled_drill_with_deadline_20_exits_1_within_22_s():
+def test_all_stalled_drill_with_deadline_20_exits_1_within_the_deadline():
     """The issue's own check, at the default bounds but for --deadline 20 (takes ~20 s)."""
     start = time.monotonic()
     proc = cli("drill", "--scenario", "all-stalled", "--deadline", "20", "--format", "json")
     elapsed = time.monotonic() - start
     assert proc.returncode == 1, proc.stderr
-    assert elapsed <= 22.0
     out = json.loads(proc.stdout)
+    # the run's own clock holds the deadline; the wall time adds process start-up, which a
+    # loaded 2-core machine running tests in parallel (pytest -n 4) can stretch by seconds
+    assert out["elapsed_s"] <= 20.5
+    assert elapsed <= 30.0
     assert out["served_by"] is None and len(out["readiness"]) == 12
     for row in out["readiness"]:  # every route's fate is stated
         assert (
