@@ -57,6 +57,7 @@ import asyncio
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -72,36 +73,71 @@ from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)
 
-NON_CHAT_SUBSTRINGS: tuple[str, ...] = (
-    "embed",
-    "rerank",
-    "retriever",
-    "whisper",
-    "parakeet",
-    "speech",
-    "transcri",
-    "audio",
-    "stable-diffusion",
-    "stable_diffusion",
-    "sdxl",
-    "flux",
-    "dall-e",
-    "imagen",
-    "guard",
-    "safety",
-    "moderation",
-    "nvclip",
-    "deplot",
+
+@dataclass(frozen=True)
+class NameRule:
+    """One family of non-chat models recognised by name: the reason reported when it drops one.
+
+    The lower-cased id matches when it contains one of ``substrings``, has one of ``tokens`` as
+    a whole ``-``/``_``/``/``/``.``/``:``-separated word, or its last ``/`` segment matches
+    ``pattern``.
+    """
+
+    reason: str
+    substrings: tuple[str, ...] = ()
+    tokens: frozenset[str] = frozenset()
+    pattern: re.Pattern[str] | None = None
+
+
+#: The documented name list, for listings that declare neither modalities nor a type. The
+#: families follow the ``mode`` LiteLLM's bundled cost map gives each OpenAI id (1.108.7:
+#: image_generation, video_generation, embedding, audio_speech, audio_transcription, realtime,
+#: moderation, completion, responses), plus the non-chat families NVIDIA and Groq list.
+NAME_RULES: tuple[NameRule, ...] = (
+    NameRule(
+        "image",
+        ("dall-e", "stable-diffusion", "stable_diffusion", "sdxl", "flux", "imagen", "deplot"),
+        frozenset({"image", "sd3"}),
+    ),
+    NameRule("video", (), frozenset({"sora", "veo"})),
+    NameRule("embedding", ("embed", "retriever", "nvclip"), frozenset({"bge", "clip"})),
+    NameRule("rerank", ("rerank",)),
+    NameRule(
+        "audio",
+        ("whisper", "parakeet", "speech", "transcri", "audio"),
+        frozenset({"asr", "tts", "stt", "canary", "riva", "fastpitch", "hifigan"}),
+    ),
+    NameRule("realtime", ("realtime",), frozenset({"live"})),
+    NameRule("moderation", ("guard", "safety", "moderation")),
+    NameRule("ocr", (), frozenset({"ocr"})),
+    # OpenAI's completions-only models (``POST /v1/completions``, no chat endpoint)
+    NameRule(
+        "legacy completion",
+        ("text-davinci", "text-curie", "text-babbage", "text-ada"),
+        pattern=re.compile(r"^(ft:)?(babbage|davinci)-002$|^gpt-3\.5-turbo-instruct(-\d+)?$"),
+    ),
+    # OpenAI models served by the Responses API only (no /chat/completions)
+    NameRule(
+        "responses-only",
+        ("deep-research", "computer-use"),
+        pattern=re.compile(r"^(o\d+|gpt-\d+(\.\d+)?)-(pro|codex)\b|^codex-mini"),
+    ),
 )
-NON_CHAT_TOKENS: frozenset[str] = frozenset(
-    {"asr", "tts", "stt", "clip", "ocr", "bge", "canary", "riva", "fastpitch", "hifigan", "sd3"}
-)
+#: Every substring and token of :data:`NAME_RULES` (kept for callers of the older flat lists).
+NON_CHAT_SUBSTRINGS: tuple[str, ...] = tuple(s for rule in NAME_RULES for s in rule.substrings)
+NON_CHAT_TOKENS: frozenset[str] = frozenset(t for rule in NAME_RULES for t in rule.tokens)
+#: Declared listing types that mean a chat model (Together-style ``type``, LiteLLM ``mode``,
+#: Cloudflare's ``task.name`` lower-cased); any other declared value means it is not one.
+CHAT_TYPES: frozenset[str] = frozenset({"chat", "language", "code", "text generation"})
 IGNORED_PRICE_FIELDS: frozenset[str] = frozenset({"discount"})
 
 ZDR_ERROR_ACCOUNT = "openrouter-zdr"
 MODELS_DEV_ERROR_ACCOUNT = "models.dev"
 
 _TOKEN_SPLIT = re.compile(r"[-_/.:\s]+")
+#: Reasons for skipping an entry that is not a model at all.
+INVALID_ID = "invalid id"
+DUPLICATE_ID = "duplicate id"
 _DETAIL_LIMIT = 200
 
 
@@ -137,11 +173,20 @@ class AccountSummary:
     listed: int = 0
     kept: int = 0
     error: str | None = None
+    dropped: dict[str, int] = field(default_factory=dict)
+
+    def dropped_text(self) -> str:
+        """``"image 56, audio 16"``: the models left out by reason, most first ("" for none)."""
+        ranked = sorted(self.dropped.items(), key=lambda item: (-item[1], item[0]))
+        return ", ".join(f"{reason} {count}" for reason, count in ranked)
 
 
 @dataclass
 class DiscoveryResult:
-    """The discovery report (``routes``, ``errors``, ``zdr_feed``) and the ZDR feed's bytes."""
+    """The discovery report (``routes``, ``errors``, ``dropped``, ``zdr_feed``) and the feed's bytes.
+
+    ``dropped`` maps each listed account to how many of its listed ids were left out, by reason.
+    """
 
     routes: list[dict[str, Any]] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
@@ -150,7 +195,13 @@ class DiscoveryResult:
 
     def report(self, zdr_feed_name: str | None) -> dict[str, Any]:
         """The report as JSON-ready data; ``zdr_feed_name`` names the saved feed, if any."""
-        return {"routes": self.routes, "errors": self.errors, "zdr_feed": zdr_feed_name}
+        dropped = {s.account: s.dropped for s in self.accounts if s.status == "ok"}
+        return {
+            "routes": self.routes,
+            "errors": self.errors,
+            "dropped": dropped,
+            "zdr_feed": zdr_feed_name,
+        }
 
 
 class _FetchError(Exception):
@@ -166,22 +217,62 @@ def is_chat_model(entry: Mapping[str, Any], declared: Mapping[str, Any] | None =
 
     ``declared`` is the Models.dev record joined to this model, if any.
     """
+    return non_chat_reason(entry, declared) is None
+
+
+def non_chat_reason(
+    entry: Mapping[str, Any], declared: Mapping[str, Any] | None = None
+) -> str | None:
+    """Why a listing entry is not a chat model (the reason the report counts), or None if it is.
+
+    Declared first (the listing's modalities or type, then Models.dev's modalities); the name
+    list only when nothing is declared.
+    """
     verdict = _declared_text_chat(entry.get("architecture"))
+    reason = "declared modalities"
+    if verdict is None:
+        verdict, reason = _declared_type(entry), "declared type"
     if verdict is None and isinstance(declared, Mapping):
         modalities = declared.get("modalities")
         if isinstance(modalities, Mapping):
             verdict = _modalities_verdict(modalities.get("input"), modalities.get("output"))
+            reason = "declared modalities (models.dev)"
     if verdict is not None:
-        return verdict
-    return chat_by_name(str(entry.get("id", "")))
+        return None if verdict else reason
+    return non_chat_by_name(str(entry.get("id", "")))
 
 
 def chat_by_name(model_id: str) -> bool:
-    """The documented name filter: False for embedding, rerank, speech, image and guard models."""
+    """The documented name filter: False for image, embedding, audio, moderation, ... models."""
+    return non_chat_by_name(model_id) is None
+
+
+def non_chat_by_name(model_id: str) -> str | None:
+    """The :data:`NAME_RULES` family a model id belongs to (its reason), or None for chat."""
     lowered = model_id.lower()
-    if any(part in lowered for part in NON_CHAT_SUBSTRINGS):
-        return False
-    return not any(token in NON_CHAT_TOKENS for token in _TOKEN_SPLIT.split(lowered))
+    tokens = set(_TOKEN_SPLIT.split(lowered))
+    last = lowered.rsplit("/", 1)[-1]
+    for rule in NAME_RULES:
+        if any(part in lowered for part in rule.substrings) or tokens & rule.tokens:
+            return rule.reason
+        if rule.pattern is not None and rule.pattern.search(last):
+            return rule.reason
+    return None
+
+
+def _declared_type(entry: Mapping[str, Any]) -> bool | None:
+    """A type the listing declares: Mistral's ``capabilities.completion_chat``, a ``type`` or
+    ``mode`` string (Together, LiteLLM), Cloudflare's ``task.name``; None when none is given."""
+    capabilities = entry.get("capabilities")
+    if isinstance(capabilities, Mapping) and isinstance(capabilities.get("completion_chat"), bool):
+        return capabilities["completion_chat"]
+    task = entry.get("task")
+    if isinstance(task, Mapping):
+        task = task.get("name")
+    for value in (entry.get("type"), entry.get("mode"), task):
+        if isinstance(value, str) and value.strip():
+            return value.strip().lower() in CHAT_TYPES
+    return None
 
 
 def _declared_text_chat(architecture: Any) -> bool | None:
@@ -326,8 +417,14 @@ def build_routes(
     entries: Sequence[Any],
     models_dev: Mapping[str, Any] | None,
     models_dev_error: str | None = None,
+    dropped: Counter[str] | None = None,
 ) -> list[dict[str, Any]]:
-    """Turn one account's listing entries into report routes (chat models only, with evidence)."""
+    """Turn one account's listing entries into report routes (chat models only, with evidence).
+
+    ``dropped``, when given, counts every entry left out, by reason (:func:`non_chat_reason`'s
+    reasons, ``invalid id``, ``duplicate id``).
+    """
+    dropped = Counter() if dropped is None else dropped
     catalog: Mapping[str, Any] = {}
     if account.pricing == "models.dev" and isinstance(models_dev, Mapping):
         provider = models_dev.get(account.models_dev_provider or "")
@@ -336,12 +433,15 @@ def build_routes(
     routes: dict[str, dict[str, Any]] = {}
     for entry in entries:
         if not isinstance(entry, Mapping) or not _valid_model_id(entry.get("id")):
+            dropped[INVALID_ID] += 1
             continue
         model = entry["id"]
         if model in routes:
+            dropped[DUPLICATE_ID] += 1
             continue
         record = catalog.get(model) if account.pricing == "models.dev" else None
-        if not is_chat_model(entry, record):
+        if reason := non_chat_reason(entry, record):
+            dropped[reason] += 1
             continue
         evidence = _evidence(account, entry, record, models_dev, models_dev_error)
         route: dict[str, Any] = {
@@ -538,12 +638,25 @@ async def discover(
             result.accounts.append(AccountSummary(acc.name, acc.kind, "error", error=error))
             logger.debug("account %s: %s", acc.name, error)
             continue
-        routes = build_routes(acc, entries, models_dev, models_dev_error)
+        dropped: Counter[str] = Counter()
+        routes = build_routes(acc, entries, models_dev, models_dev_error, dropped)
         result.routes.extend(routes)
-        result.accounts.append(
-            AccountSummary(acc.name, acc.kind, "ok", listed=len(entries), kept=len(routes))
+        summary = AccountSummary(
+            acc.name,
+            acc.kind,
+            "ok",
+            listed=len(entries),
+            kept=len(routes),
+            dropped=dict(sorted(dropped.items())),
         )
-        logger.debug("account %s: %d listed, %d kept", acc.name, len(entries), len(routes))
+        result.accounts.append(summary)
+        logger.debug(
+            "account %s: %d listed, %d kept; dropped: %s",
+            acc.name,
+            len(entries),
+            len(routes),
+            summary.dropped_text() or "none",
+        )
 
     result.routes.sort(key=lambda r: (r["account"], r["model"]))
     result.errors.sort(key=lambda e: (e["account"], e["error"]))
