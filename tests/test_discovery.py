@@ -28,6 +28,7 @@ from relay_review.providers.discovery import (
     write_report,
     zdr_feed_path,
 )
+from relay_review.providers.kinds import ENV_FAMILIES
 from relay_review.settings import parse_policy, resolve_accounts
 
 KEYS = {
@@ -592,9 +593,12 @@ def run_command(argv: list[str]) -> int:
     return discover_cmd.run(parser.parse_args(["discover", *argv]))
 
 
+KEY_PREFIXES = (*(family.key_env for family in ENV_FAMILIES), "OPENCODE_")
+
+
 def set_keys(monkeypatch: pytest.MonkeyPatch, keys: dict[str, str]) -> None:
     for name in list(os.environ):
-        if name.startswith(("OPENROUTER_API_KEY", "NVIDIA_NIM_API_KEY", "OPENCODE_")):
+        if name.startswith(KEY_PREFIXES):
             monkeypatch.delenv(name)
     for name, value in keys.items():
         monkeypatch.setenv(name, value)
@@ -654,7 +658,10 @@ def test_command_without_any_key_exits_1(
     assert err.strip() == (
         "relay-review discover: no account has a key; set one of: "
         "OPENROUTER_API_KEY[_<SUFFIX>], NVIDIA_NIM_API_KEY[_<SUFFIX>], "
-        "OPENCODE_API_KEY[_<SUFFIX>], OPENCODE_GO_API_KEY[_<SUFFIX>], MINE_KEY"
+        "OPENCODE_API_KEY[_<SUFFIX>], OPENCODE_GO_API_KEY[_<SUFFIX>], GROQ_API_KEY[_<SUFFIX>], "
+        "CEREBRAS_API_KEY[_<SUFFIX>], GEMINI_API_KEY[_<SUFFIX>], MISTRAL_API_KEY[_<SUFFIX>], "
+        "CLOUDFLARE_API_TOKEN[_<SUFFIX>], SAMBANOVA_API_KEY[_<SUFFIX>], HF_TOKEN[_<SUFFIX>], "
+        "MINE_KEY"
     )
     assert not (tmp_path / "r.json").exists()
 

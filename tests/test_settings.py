@@ -136,9 +136,10 @@ def test_full_policy_round_trip() -> None:
             "relay-review.toml: catalog = 3 is not allowed; use a [catalog] table",
         ),
         (
-            '[[accounts]]\nname = "x"\nkind = "groq"',
-            "relay-review.toml: accounts[0].kind = 'groq' is not allowed; "
-            "use openrouter, nvidia_nim, opencode or openai_compatible",
+            '[[accounts]]\nname = "x"\nkind = "together"',
+            "relay-review.toml: accounts[0].kind = 'together' is not allowed; "
+            "use openrouter, nvidia_nim, opencode, groq, cerebras, gemini, mistral, cloudflare, "
+            "sambanova, huggingface or openai_compatible",
         ),
         (
             '[[accounts]]\nkind = "openrouter"',
@@ -148,7 +149,8 @@ def test_full_policy_round_trip() -> None:
         (
             '[[accounts]]\nname = "x"',
             "relay-review.toml: accounts[0].kind is required; "
-            "use openrouter, nvidia_nim, opencode or openai_compatible",
+            "use openrouter, nvidia_nim, opencode, groq, cerebras, gemini, mistral, cloudflare, "
+            "sambanova, huggingface or openai_compatible",
         ),
         (
             '[[accounts]]\nname = "a/b"\nkind = "openrouter"',
@@ -466,6 +468,13 @@ def test_key_conventions_name_every_family() -> None:
         "NVIDIA_NIM_API_KEY[_<SUFFIX>]",
         "OPENCODE_API_KEY[_<SUFFIX>]",
         "OPENCODE_GO_API_KEY[_<SUFFIX>]",
+        "GROQ_API_KEY[_<SUFFIX>]",
+        "CEREBRAS_API_KEY[_<SUFFIX>]",
+        "GEMINI_API_KEY[_<SUFFIX>]",
+        "MISTRAL_API_KEY[_<SUFFIX>]",
+        "CLOUDFLARE_API_TOKEN[_<SUFFIX>]",
+        "SAMBANOVA_API_KEY[_<SUFFIX>]",
+        "HF_TOKEN[_<SUFFIX>]",
     ]
 
 

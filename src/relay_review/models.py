@@ -14,7 +14,19 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 #: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
-KindName = Literal["openrouter", "nvidia_nim", "opencode", "openai_compatible"]
+KindName = Literal[
+    "openrouter",
+    "nvidia_nim",
+    "opencode",
+    "groq",
+    "cerebras",
+    "gemini",
+    "mistral",
+    "cloudflare",
+    "sambanova",
+    "huggingface",
+    "openai_compatible",
+]
 #: Where a kind's price evidence comes from.
 Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
 

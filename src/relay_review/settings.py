@@ -36,9 +36,12 @@ from relay_review.providers.kinds import (
     KINDS,
     MODELS_DEV_URL,
     OPENROUTER_ZDR_URL,
+    account_url_env,
     default_key_env,
     env_family_for,
     family_key_env,
+    family_url_env,
+    fill_base_url,
 )
 
 DEFAULT_POLICY_FILE = "relay-review.toml"
@@ -497,8 +500,11 @@ def env_accounts(environ: Mapping[str, str]) -> list[Account]:
 
     ``OPENROUTER_API_KEY`` -> ``openrouter``; ``OPENROUTER_API_KEY_<SUFFIX>`` ->
     ``openrouter_<suffix lower-cased>``; likewise ``NVIDIA_NIM_API_KEY`` (``nvidia_nim``),
-    ``OPENCODE_API_KEY`` (``opencode``) and ``OPENCODE_GO_API_KEY`` (``opencode_go``, the
-    OpenCode Go endpoint). Should two variables yield one name (``OPENCODE_API_KEY_GO`` and
+    ``OPENCODE_API_KEY`` (``opencode``), ``OPENCODE_GO_API_KEY`` (``opencode_go``, the
+    OpenCode Go endpoint), ``GROQ_API_KEY``, ``CEREBRAS_API_KEY``, ``GEMINI_API_KEY``,
+    ``MISTRAL_API_KEY``, ``SAMBANOVA_API_KEY``, ``HF_TOKEN`` (``huggingface``) and
+    ``CLOUDFLARE_API_TOKEN`` (``cloudflare``; ``CLOUDFLARE_ACCOUNT_ID`` with the same suffix fills
+    its base URL). Should two variables yield one name (``OPENCODE_API_KEY_GO`` and
     ``OPENCODE_GO_API_KEY``), the more specific family (``OPENCODE_GO_...``) wins.
     """
     found: dict[str, tuple[int, Account]] = {}
@@ -517,7 +523,7 @@ def env_accounts(environ: Mapping[str, str]) -> list[Account]:
             account = Account(
                 name=name,
                 kind=family.kind,
-                base_url=family.base_url,
+                base_url=fill_base_url(family.base_url, family_url_env(family, name), environ),
                 api_key_env=variable,
                 pricing=KINDS[family.kind].pricing,
                 models_dev_provider=family.models_dev_provider,
@@ -563,7 +569,12 @@ def resolve_accounts(policy: Policy, environ: Mapping[str, str]) -> list[Account
     environment accounts exist only when their variable is non-empty.
     """
     accounts = {acc.name: acc for acc in env_accounts(environ)}
-    accounts.update({decl.name: policy_account(decl) for decl in policy.accounts})
+    for decl in policy.accounts:
+        account = policy_account(decl)
+        filled = fill_base_url(account.base_url, account_url_env(decl.name, decl.kind), environ)
+        if filled != account.base_url:
+            account = account.model_copy(update={"base_url": filled})
+        accounts[decl.name] = account
     return [accounts[name] for name in sorted(accounts)]
 
 

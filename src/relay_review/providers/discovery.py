@@ -183,7 +183,7 @@ class AccountSummary:
 
 @dataclass
 class DiscoveryResult:
-    """The discovery report (``routes``, ``errors``, ``dropped``, ``zdr_feed``) and the feed's bytes.
+    """The discovery report (``routes``, ``errors``, ``dropped``, ``zdr_feed``), the ZDR feed.
 
     ``dropped`` maps each listed account to how many of its listed ids were left out, by reason.
     """

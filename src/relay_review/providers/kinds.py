@@ -2,14 +2,38 @@
 
 An *account* is one credential for one kind. Two keys of one kind are two accounts (separate
 quotas, same outage domain). Account names follow the key names:
-``OPENROUTER_API_KEY`` -> ``openrouter``; ``NVIDIA_NIM_API_KEY_SUB`` -> ``nvidia_nim_sub``.
+``OPENROUTER_API_KEY`` -> ``openrouter``; ``NVIDIA_NIM_API_KEY_SUB`` -> ``nvidia_nim_sub``;
+``HF_TOKEN`` -> ``huggingface``; ``CLOUDFLARE_API_TOKEN_WORK`` -> ``cloudflare_work``.
+
+"Free" comes only from price evidence, never from a name: OpenRouter's and Cloudflare's
+per-model listing prices, Models.dev's per-model costs, or an account the policy declares free
+(``pricing = "declared-free"``). Kinds whose free tier is an account plan (Groq, Gemini without
+billing, Mistral, Cerebras, SambaNova, Hugging Face credits) price as ``unknown`` until the
+policy declares the account free.
+
+``stream_usage`` says whether the kind accepts ``stream_options: {"include_usage": true}`` on a
+streamed call (the usage then arrives in the last chunk). It is True only where the provider's
+API reference documents the parameter (OpenRouter, Groq, Gemini's OpenAI-compatible endpoint);
+elsewhere an unknown parameter could earn a 400 that takes a free route out, so it stays False.
+
+Cloudflare's base URL holds the account id: ``{account_id}`` is filled from
+``CLOUDFLARE_ACCOUNT_ID`` (``CLOUDFLARE_ACCOUNT_ID_<SUFFIX>`` for
+``CLOUDFLARE_API_TOKEN_<SUFFIX>``); a policy account may give the whole ``base_url`` instead.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Literal
 
 from relay_review.models import KindName, Pricing
+
+#: The placeholder a kind's base URL may hold, filled from the account's ``url_env`` variable.
+ACCOUNT_ID_PLACEHOLDER = "{account_id}"
+CLOUDFLARE_BASE_URL = (
+    f"https://api.cloudflare.com/client/v4/accounts/{ACCOUNT_ID_PLACEHOLDER}/ai/v1"
+)
 
 
 @dataclass(frozen=True)
@@ -21,11 +45,24 @@ class Kind:
     key_env: str | None
     pricing: Pricing
     models_dev_provider: str | None = None
+    #: accepts ``stream_options.include_usage`` (documented by the provider)
+    stream_usage: bool = False
+    #: how models are listed: ``openai`` (``GET {base}/models``) or ``cloudflare``
+    #: (``GET {base without /v1}/models/search``, paged, with per-model prices)
+    listing: Literal["openai", "cloudflare"] = "openai"
+    #: the variable whose value fills ``{account_id}`` in ``base_url``
+    url_env: str | None = None
+    #: a prefix the listing puts before ids that chat calls do not need (Gemini's ``models/``)
+    id_prefix: str | None = None
 
 
 KINDS: dict[str, Kind] = {
     "openrouter": Kind(
-        "openrouter", "https://openrouter.ai/api/v1", "OPENROUTER_API_KEY", "listing"
+        "openrouter",
+        "https://openrouter.ai/api/v1",
+        "OPENROUTER_API_KEY",
+        "listing",
+        stream_usage=True,
     ),
     "nvidia_nim": Kind(
         "nvidia_nim",
@@ -37,6 +74,29 @@ KINDS: dict[str, Kind] = {
     "opencode": Kind(
         "opencode", "https://opencode.ai/zen/v1", "OPENCODE_API_KEY", "models.dev", "opencode"
     ),
+    "groq": Kind(
+        "groq", "https://api.groq.com/openai/v1", "GROQ_API_KEY", "unknown", stream_usage=True
+    ),
+    "cerebras": Kind("cerebras", "https://api.cerebras.ai/v1", "CEREBRAS_API_KEY", "unknown"),
+    "gemini": Kind(
+        "gemini",
+        "https://generativelanguage.googleapis.com/v1beta/openai",
+        "GEMINI_API_KEY",
+        "unknown",
+        stream_usage=True,
+        id_prefix="models/",
+    ),
+    "mistral": Kind("mistral", "https://api.mistral.ai/v1", "MISTRAL_API_KEY", "unknown"),
+    "cloudflare": Kind(
+        "cloudflare",
+        CLOUDFLARE_BASE_URL,
+        "CLOUDFLARE_API_TOKEN",
+        "listing",
+        listing="cloudflare",
+        url_env="CLOUDFLARE_ACCOUNT_ID",
+    ),
+    "sambanova": Kind("sambanova", "https://api.sambanova.ai/v1", "SAMBANOVA_API_KEY", "unknown"),
+    "huggingface": Kind("huggingface", "https://router.huggingface.co/v1", "HF_TOKEN", "unknown"),
     "openai_compatible": Kind("openai_compatible", None, None, "unknown"),
 }
 
@@ -58,6 +118,7 @@ class EnvFamily:
     kind: KindName
     base_url: str
     models_dev_provider: str | None
+    url_env: str | None = None
 
 
 ENV_FAMILIES: tuple[EnvFamily, ...] = (
@@ -75,6 +136,22 @@ ENV_FAMILIES: tuple[EnvFamily, ...] = (
     EnvFamily(
         "OPENCODE_GO_API_KEY", "opencode_go", "opencode", OPENCODE_GO_BASE_URL, "opencode-go"
     ),
+    EnvFamily("GROQ_API_KEY", "groq", "groq", KINDS["groq"].base_url or "", None),
+    EnvFamily("CEREBRAS_API_KEY", "cerebras", "cerebras", KINDS["cerebras"].base_url or "", None),
+    EnvFamily("GEMINI_API_KEY", "gemini", "gemini", KINDS["gemini"].base_url or "", None),
+    EnvFamily("MISTRAL_API_KEY", "mistral", "mistral", KINDS["mistral"].base_url or "", None),
+    EnvFamily(
+        "CLOUDFLARE_API_TOKEN",
+        "cloudflare",
+        "cloudflare",
+        CLOUDFLARE_BASE_URL,
+        None,
+        url_env="CLOUDFLARE_ACCOUNT_ID",
+    ),
+    EnvFamily(
+        "SAMBANOVA_API_KEY", "sambanova", "sambanova", KINDS["sambanova"].base_url or "", None
+    ),
+    EnvFamily("HF_TOKEN", "huggingface", "huggingface", KINDS["huggingface"].base_url or "", None),
 )
 
 
@@ -115,3 +192,31 @@ def default_key_env(account: str, provider: str) -> str:
     if family is not None:
         return family_key_env(family, account)
     return f"{account.upper().replace('-', '_')}_API_KEY"
+
+
+def family_url_env(family: EnvFamily, account: str) -> str | None:
+    """The variable that fills a family account's base URL: ``cloudflare_work`` ->
+    ``CLOUDFLARE_ACCOUNT_ID_WORK``; None for families whose URL holds no placeholder."""
+    if family.url_env is None:
+        return None
+    if account == family.account:
+        return family.url_env
+    return f"{family.url_env}_{account[len(family.account) + 1 :].upper()}"
+
+
+def account_url_env(account: str, kind: str) -> str | None:
+    """The variable that fills an account's ``{account_id}``, by its name's key convention."""
+    family = env_family_for(account, kind)
+    if family is not None:
+        return family_url_env(family, account)
+    spec = KINDS.get(kind)
+    return spec.url_env if spec else None
+
+
+def fill_base_url(base_url: str, url_env: str | None, environ: Mapping[str, str]) -> str:
+    """Fill ``{account_id}`` from ``environ[url_env]``; unchanged when unset (discovery then
+    reports the missing variable instead of calling a URL with a placeholder in it)."""
+    if ACCOUNT_ID_PLACEHOLDER not in base_url or not url_env:
+        return base_url
+    value = environ.get(url_env, "").strip()
+    return base_url.replace(ACCOUNT_ID_PLACEHOLDER, value) if value else base_url
