@@ -12,23 +12,45 @@ text is scrubbed of every key value before it is recorded.
 1. Modalities declared by the listing: OpenRouter's ``architecture.output_modalities`` must
    contain ``"text"`` and ``architecture.input_modalities`` (when present) must contain ``"text"``;
    the older ``architecture.modality`` string (``"text+image->text"``) is read the same way.
-2. Modalities declared by Models.dev (``modalities.input`` / ``modalities.output``) for the model
+2. A type the listing declares: Mistral's ``capabilities.completion_chat``, a ``type`` or
+   ``mode`` string (``chat``, ``language``, ``code`` are chat; anything else is not), Cloudflare's
+   ``task.name`` (``Text Generation``).
+3. Modalities declared by Models.dev (``modalities.input`` / ``modalities.output``) for the model
    joined by exact id (accounts with ``pricing = "models.dev"``).
-3. A name filter, for listings that declare nothing (NVIDIA, OpenCode, self-hosted servers). The
-   lower-cased model id is dropped when it contains one of :data:`NON_CHAT_SUBSTRINGS`
-   (``embed``, ``rerank``, ``retriever`` (``nemoretriever``), ``whisper``, ``parakeet``,
-   ``speech``, ``transcri``, ``audio``, ``stable-diffusion``, ``sdxl``, ``flux``, ``dall-e``,
-   ``imagen``, ``guard``, ``safety``, ``moderation``, ``nvclip``, ``deplot``) or has one of
-   :data:`NON_CHAT_TOKENS` as a whole ``-``/``_``/``/``/``.``-separated word (``asr``, ``tts``,
-   ``stt``, ``clip``, ``ocr``, ``bge``, ``canary``, ``riva``, ``fastpitch``, ``hifigan``, ``sd3``).
+4. The name list :data:`NAME_RULES`, for listings that declare nothing (NVIDIA, OpenCode, Groq,
+   gateways, self-hosted servers), matched on the lower-cased id by substring or whole
+   ``-``/``_``/``/``/``.``/``:``-separated word. Families (each the reason reported when it
+   drops a model): ``image`` (the word ``image`` as in ``gpt-image-1`` or ``-image-``,
+   ``dall-e``, ``flux``,
+   ``stable-diffusion``, ``sdxl``, ``imagen``), ``video`` (``sora``, ``veo``), ``embedding``
+   (``embed``, ``bge``, ``clip``), ``rerank``, ``audio`` (tts, whisper, transcribe, speech, asr),
+   ``realtime`` (``realtime``, ``live``), ``moderation`` (``guard``, ``safety``,
+   ``moderation``: Llama Guard and its kin are classifiers, not chat models), ``ocr``,
+   ``legacy completion`` (OpenAI's completions-only ``babbage-002``, ``davinci-002``,
+   ``text-davinci-*``, ``gpt-3.5-turbo-instruct``; other ``-instruct`` models are chat models
+   and kept) and ``responses-only`` (OpenAI's ``o1-pro``, ``o3-pro``, ``gpt-5*-pro``,
+   ``gpt-5*-codex``, ``*-deep-research``, ``computer-use-preview``: Responses API only). The
+   families follow the ``mode`` LiteLLM's bundled cost map (1.108.7) gives each OpenAI id.
+   ``chat-latest``, ``gpt-5-chat-latest`` and the ``-search-preview`` models are kept: that map
+   gives them mode ``chat`` and they answer ``/chat/completions``.
 
 Ids that are empty, contain whitespace or control characters, or repeat within one listing are
-skipped (a repeat would make two routes with one ``agent_id``).
+skipped (a repeat would make two routes with one ``agent_id``). The report's ``dropped`` table
+counts every id left out, per account and reason.
+
+**Listings.** ``GET {base_url}/models`` (``{"data": [...]}``) for every kind but Cloudflare,
+whose OpenAI-compatible ``/ai/v1`` has no model list: its catalog is
+``GET .../ai/models/search`` (paged), with a ``task`` per model and prices per million tokens
+(see :func:`cloudflare_entry`). Workers AI's daily free allocation (10,000 neurons) is an
+allowance, not a price of 0: its routes carry their listed prices and reach the free pool only
+when the policy declares the account free. Gemini's ``models/`` id prefix is dropped (chat calls
+name the model without it).
 
 **Price evidence** (``prompt_price_per_1k`` / ``completion_price_per_1k``, USD per 1,000 tokens;
 ``null`` means unknown, and the catalog never selects an unknown route):
 
-- ``listing`` (OpenRouter): ``pricing.prompt`` / ``pricing.completion`` are strings in USD per
+- ``listing`` (OpenRouter; Cloudflare's prices converted to its form): ``pricing.prompt`` /
+  ``pricing.completion`` are strings in USD per
   *token*, multiplied by 1000 (exactly, with :class:`~decimal.Decimal`). When both are 0 but any
   other price field (``request``, ``image``, ``web_search``, ``input_cache_read``, ...) is above
   0 or unreadable, the route is **not** free and its per-token price does not say what it costs:
@@ -69,6 +91,7 @@ import httpx
 from relay_review import __version__
 from relay_review._files import atomic_write
 from relay_review.models import Account, has_key
+from relay_review.providers.kinds import ACCOUNT_ID_PLACEHOLDER, KINDS, account_url_env
 from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -139,6 +162,10 @@ _TOKEN_SPLIT = re.compile(r"[-_/.:\s]+")
 INVALID_ID = "invalid id"
 DUPLICATE_ID = "duplicate id"
 _DETAIL_LIMIT = 200
+#: Cloudflare's model search is paged: this many per page, at most this many pages.
+CLOUDFLARE_PER_PAGE = 100
+CLOUDFLARE_MAX_PAGES = 20
+_PER_MILLION = Decimal(1_000_000)
 
 
 class DiscoveryBounds(Protocol):
@@ -510,6 +537,9 @@ def _http_detail(response: httpx.Response) -> str:
             message = error.get("message")
         elif isinstance(error, str):
             message = error
+        errors = body.get("errors")
+        if not message and isinstance(errors, list) and errors and isinstance(errors[0], Mapping):
+            message = errors[0].get("message")  # Cloudflare: {"success": false, "errors": [...]}
         message = message or body.get("message") or body.get("detail")
     return f": {_clip(message)}" if isinstance(message, str) and message.strip() else ""
 
@@ -538,13 +568,90 @@ async def _get_json(
 async def _list_models(
     client: httpx.AsyncClient, account: Account, key: str, timeout: float
 ) -> list[Any]:
-    """One account's ``GET {base_url}/models`` entries (the ``data`` list)."""
+    """One account's listing entries: ``GET {base_url}/models``'s ``data`` list, or Cloudflare's
+    model search turned into the same shape (:func:`cloudflare_entry`)."""
+    kind = KINDS.get(account.kind)
+    if ACCOUNT_ID_PLACEHOLDER in account.base_url:
+        variable = account_url_env(account.name, account.kind) or "the account id variable"
+        raise _FetchError(f"{variable} is not set (it fills the base URL's {{account_id}})")
     headers = {"Authorization": f"Bearer {key}"}
+    if kind is not None and kind.listing == "cloudflare":
+        return await _list_cloudflare(client, account.base_url, timeout, headers)
     payload, _ = await _get_json(client, f"{account.base_url}/models", timeout, headers)
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if not isinstance(data, list):
         raise _FetchError('unexpected reply: expected {"data": [...]}')
+    if kind is not None and kind.id_prefix:
+        data = [_without_prefix(entry, kind.id_prefix) for entry in data]
     return data
+
+
+def _without_prefix(entry: Any, prefix: str) -> Any:
+    """Gemini lists ``models/gemini-2.5-flash``; chat calls name ``gemini-2.5-flash``."""
+    model = entry.get("id") if isinstance(entry, Mapping) else None
+    if isinstance(model, str) and model.startswith(prefix):
+        return {**entry, "id": model[len(prefix) :]}
+    return entry
+
+
+async def _list_cloudflare(
+    client: httpx.AsyncClient, base_url: str, timeout: float, headers: Mapping[str, str]
+) -> list[Any]:
+    """Workers AI's catalog: ``GET .../ai/models/search`` page by page (its OpenAI-compatible
+    ``/ai/v1`` has chat but no model list), each model as a :func:`cloudflare_entry`."""
+    root = base_url.removesuffix("/v1")
+    entries: list[Any] = []
+    for page in range(1, CLOUDFLARE_MAX_PAGES + 1):
+        url = f"{root}/models/search?per_page={CLOUDFLARE_PER_PAGE}&page={page}"
+        payload, _ = await _get_json(client, url, timeout, headers)
+        result = payload.get("result") if isinstance(payload, Mapping) else None
+        if not isinstance(result, list):
+            raise _FetchError('unexpected reply: expected {"result": [...]}')
+        entries.extend(cloudflare_entry(raw) for raw in result)
+        if len(result) < CLOUDFLARE_PER_PAGE:
+            break
+    return entries
+
+
+def cloudflare_entry(raw: Any) -> Any:
+    """One Workers AI catalog record as a listing entry discovery reads.
+
+    ``{"name": "@cf/meta/llama-3.1-8b-instruct", "task": {"name": "Text Generation"},
+    "properties": [{"property_id": "price", "value": [{"unit": "per M input tokens",
+    "price": 0.282, "currency": "USD"}, ...]}, {"property_id": "context_window", "value":
+    "128000"}]}`` -> ``{"id", "task", "context_length", "pricing"}`` with ``pricing`` in
+    OpenRouter's form (USD per token, as strings): ``per M input tokens`` -> ``prompt``,
+    ``per M output tokens`` -> ``completion``, any other unit kept under its own name (so a
+    price per step or per audio minute still counts as "not free"). No ``price`` property ->
+    no ``pricing`` (unknown).
+    """
+    if not isinstance(raw, Mapping):
+        return raw
+    entry: dict[str, Any] = {"id": raw.get("name"), "task": raw.get("task")}
+    properties = raw.get("properties")
+    props = {
+        p["property_id"]: p.get("value")
+        for p in (properties if isinstance(properties, list) else [])
+        if isinstance(p, Mapping) and isinstance(p.get("property_id"), str)
+    }
+    window = props.get("context_window")
+    if isinstance(window, str) and window.strip().isdigit():
+        entry["context_length"] = int(window)
+    prices = props.get("price")
+    if isinstance(prices, list):
+        pricing: dict[str, str] = {}
+        for item in prices:
+            if not isinstance(item, Mapping) or not isinstance(item.get("unit"), str):
+                continue
+            amount = _number(item.get("price"))
+            unit = item["unit"].strip()
+            name = {"per M input tokens": "prompt", "per M output tokens": "completion"}.get(unit)
+            if name and amount is not None:
+                pricing[name] = str(amount / _PER_MILLION)
+            else:
+                pricing[unit] = str(item.get("price"))
+        entry["pricing"] = pricing
+    return entry
 
 
 async def _fetch_zdr(client: httpx.AsyncClient, url: str, timeout: float) -> bytes:
