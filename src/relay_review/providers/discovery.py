@@ -7,14 +7,18 @@ shape) is recorded under ``errors`` and does not stop the others. Error texts ne
 keys are only sent as ``Authorization: Bearer`` to the account's own base URL, and every error
 text is scrubbed of every key value before it is recorded.
 
-**Which models are kept** (chat-capable text models), first rule that applies:
+**Which models are kept** (chat-capable text models), first rule that applies (one exception:
+a model of the name list's ``moderation`` family is dropped even when it declares text to text,
+since guard classifiers are listed as text generators):
 
 1. Modalities declared by the listing: OpenRouter's ``architecture.output_modalities`` must
    contain ``"text"`` and ``architecture.input_modalities`` (when present) must contain ``"text"``;
    the older ``architecture.modality`` string (``"text+image->text"``) is read the same way.
 2. A type the listing declares: Mistral's ``capabilities.completion_chat``, a ``type`` or
-   ``mode`` string (``chat``, ``language``, ``code`` are chat; anything else is not), Cloudflare's
-   ``task.name`` (``Text Generation``).
+   ``mode`` string (``chat``, ``language``, ``code`` are chat; anything else is not; LiteLLM's
+   ``/v1/models`` gives each id the ``mode`` of its cost map: ``image_generation``,
+   ``embedding``, ``responses``, ...), Cloudflare's ``task.name`` (``Text Generation``). The
+   reason reported names the field and value (``declared mode: image_generation``).
 3. Modalities declared by Models.dev (``modalities.input`` / ``modalities.output``) for the model
    joined by exact id (accounts with ``pricing = "models.dev"``).
 4. The name list :data:`NAME_RULES`, for listings that declare nothing (NVIDIA, OpenCode, Groq,
@@ -253,20 +257,25 @@ def non_chat_reason(
     """Why a listing entry is not a chat model (the reason the report counts), or None if it is.
 
     Declared first (the listing's modalities or type, then Models.dev's modalities); the name
-    list only when nothing is declared.
+    list when nothing is declared, and for the ``moderation`` family also over a declared
+    text-to-text (Llama Guard and its kin are listed as text generators but classify).
     """
     verdict = _declared_text_chat(entry.get("architecture"))
     reason = "declared modalities"
-    if verdict is None:
-        verdict, reason = _declared_type(entry), "declared type"
+    if verdict is None and (typed := _declared_type(entry)) is not None:
+        verdict, reason = typed
     if verdict is None and isinstance(declared, Mapping):
         modalities = declared.get("modalities")
         if isinstance(modalities, Mapping):
             verdict = _modalities_verdict(modalities.get("input"), modalities.get("output"))
             reason = "declared modalities (models.dev)"
-    if verdict is not None:
-        return None if verdict else reason
-    return non_chat_by_name(str(entry.get("id", "")))
+    by_name = non_chat_by_name(str(entry.get("id", "")))
+    if verdict is None:
+        return by_name
+    if not verdict:
+        return reason
+    # a guard/safety classifier declares text in, text out, and still is not a chat model
+    return by_name if by_name == "moderation" else None
 
 
 def chat_by_name(model_id: str) -> bool:
@@ -287,18 +296,20 @@ def non_chat_by_name(model_id: str) -> str | None:
     return None
 
 
-def _declared_type(entry: Mapping[str, Any]) -> bool | None:
-    """A type the listing declares: Mistral's ``capabilities.completion_chat``, a ``type`` or
-    ``mode`` string (Together, LiteLLM), Cloudflare's ``task.name``; None when none is given."""
+def _declared_type(entry: Mapping[str, Any]) -> tuple[bool, str] | None:
+    """A type the listing declares, and the reason text if it is not chat: Mistral's
+    ``capabilities.completion_chat``, a ``type`` or ``mode`` string (Together, LiteLLM's
+    ``/v1/models``), Cloudflare's ``task.name``; None when none is given."""
     capabilities = entry.get("capabilities")
     if isinstance(capabilities, Mapping) and isinstance(capabilities.get("completion_chat"), bool):
-        return capabilities["completion_chat"]
+        return capabilities["completion_chat"], "declared capabilities: no completion_chat"
     task = entry.get("task")
     if isinstance(task, Mapping):
         task = task.get("name")
-    for value in (entry.get("type"), entry.get("mode"), task):
+    for name, value in (("type", entry.get("type")), ("mode", entry.get("mode")), ("task", task)):
         if isinstance(value, str) and value.strip():
-            return value.strip().lower() in CHAT_TYPES
+            declared = value.strip().lower()
+            return declared in CHAT_TYPES, f"declared {name}: {_clip(declared, 40)}"
     return None
 
 
@@ -401,6 +412,7 @@ def context_length(entry: Mapping[str, Any], record: Any = None) -> int | None:
         entry.get("context_length"),
         top.get("context_length") if isinstance(top, Mapping) else None,
         entry.get("max_model_len"),
+        entry.get("max_input_tokens"),  # LiteLLM's /v1/models
     ]
     if isinstance(record, Mapping) and isinstance(record.get("limit"), Mapping):
         candidates.append(record["limit"].get("context"))
