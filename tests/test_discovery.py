@@ -619,8 +619,14 @@ def test_command_writes_report_and_prints_progress(
     assert run_command(["--out", str(out), "--policy", str(policy)]) == 0
     captured = capsys.readouterr()
     lines = captured.err.splitlines()
-    assert "discover: openrouter (openrouter): 6 of 12 models kept" in lines
-    assert "discover: nvidia_nim (nvidia_nim): 5 of 19 models kept" in lines
+    assert (
+        "discover: openrouter (openrouter): 6 of 12 models kept "
+        "(dropped: invalid id 3, declared modalities 2, duplicate id 1)"
+    ) in lines
+    assert (
+        "discover: nvidia_nim (nvidia_nim): 5 of 19 models kept (dropped: embedding 4, audio 3, "
+        "image 3, moderation 2, declared modalities (models.dev) 1, rerank 1)"
+    ) in lines
     assert "discover: stall (openai_compatible): error: timed out after 1 s" in lines
     assert "discover: nokey (openai_compatible): skipped (NOKEY_KEY is not set)" in lines
     assert lines[-1] == f"discover: wrote {out} (14 routes, 5 errors, ZDR feed report.zdr.json)"

@@ -75,6 +75,8 @@ def run(args: argparse.Namespace) -> int:
     for summary in result.accounts:
         if summary.status == "ok":
             line = f"{summary.kept} of {summary.listed} models kept"
+            if dropped := summary.dropped_text():
+                line += f" (dropped: {dropped})"
         elif summary.status == "skipped":
             line = f"skipped ({summary.error})"
         else:
