@@ -29,7 +29,7 @@ from relay_review.providers.discovery import (
     zdr_feed_path,
 )
 from relay_review.providers.kinds import ENV_FAMILIES
-from relay_review.settings import parse_policy, resolve_accounts
+from relay_review.settings import env_accounts, parse_policy, resolve_accounts
 
 KEYS = {
     "OPENROUTER_API_KEY": "sk-or-v1-SECRET-openrouter-0001",
@@ -829,3 +829,15 @@ def test_response_format_support_from_supported_parameters(params, expected):
 
     entry = {"id": "x/y"} if params is None else {"id": "x/y", "supported_parameters": params}
     assert response_format_support(entry) == expected
+
+
+async def test_unfilled_cloudflare_account_id_is_reported_not_called() -> None:
+    env = {"CLOUDFLARE_API_TOKEN": "cf-token-value-123"}
+    result = await discover(env_accounts(env), env, parse_policy("").discovery)
+    assert result.errors == [
+        {
+            "account": "cloudflare",
+            "kind": "cloudflare",
+            "error": "CLOUDFLARE_ACCOUNT_ID is not set (it fills the base URL's {account_id})",
+        }
+    ]

@@ -501,3 +501,31 @@ def test_rules_across_keys_apply_to_the_merged_layers(tmp_path):
     pinned.write_text("[serving]\ndeadline = 500\n")
     with pytest.raises(UsageError, match=r"serving\.attempt = 700 is not allowed"):
         load_policy(pinned, text="[serving]\nattempt = 700\n")
+
+
+def test_env_accounts_find_the_new_kinds_by_convention() -> None:
+    env = {
+        "GROQ_API_KEY": "g",
+        "HF_TOKEN_TEAM": "h",
+        "CLOUDFLARE_API_TOKEN": "c",
+        "CLOUDFLARE_ACCOUNT_ID": "abc123",
+        "CLOUDFLARE_API_TOKEN_WORK": "w",
+    }
+    accounts = {acc.name: acc for acc in env_accounts(env)}
+    assert set(accounts) == {"groq", "huggingface_team", "cloudflare", "cloudflare_work"}
+    assert accounts["groq"].base_url == "https://api.groq.com/openai/v1"
+    assert accounts["groq"].pricing == "unknown"  # free only from evidence or a declaration
+    assert accounts["huggingface_team"].api_key_env == "HF_TOKEN_TEAM"
+    assert accounts["cloudflare"].base_url == (
+        "https://api.cloudflare.com/client/v4/accounts/abc123/ai/v1"
+    )
+    assert accounts["cloudflare"].pricing == "listing"
+    # no CLOUDFLARE_ACCOUNT_ID_WORK: the placeholder stays and discovery reports the variable
+    assert "{account_id}" in accounts["cloudflare_work"].base_url
+
+
+def test_policy_cloudflare_account_fills_its_id_from_the_environment() -> None:
+    policy = parse_policy('[[accounts]]\nname = "cloudflare_ci"\nkind = "cloudflare"')
+    [account] = resolve_accounts(policy, {"CLOUDFLARE_ACCOUNT_ID_CI": "f00d"})
+    assert account.api_key_env == "CLOUDFLARE_API_TOKEN_CI"
+    assert account.base_url == "https://api.cloudflare.com/client/v4/accounts/f00d/ai/v1"
