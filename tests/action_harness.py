@@ -208,6 +208,8 @@ ACTION_DEFAULTS = {
     "on-unavailable": "fail",
     "inline-comments": "false",
     "comment-author": "",
+    "language": "",
+    "trigger": "/relay-review",
 }
 
 

@@ -59,7 +59,11 @@ POLICY_INPUTS: dict[str, str] = {
     "first-byte-timeout": "serving.first_byte",
     "probe-budget": "preflight.probe_budget",
     "exclude": "review.exclude",
+    "language": "review.language",
 }
+#: The comment that asks for a review on ``issue_comment`` (input ``trigger``).
+DEFAULT_TRIGGER = "/relay-review"
+_TRIGGER = re.compile(r"^/[A-Za-z0-9][A-Za-z0-9_.-]{0,48}$")
 
 
 class ActionInputs(BaseModel):
@@ -81,6 +85,8 @@ class ActionInputs(BaseModel):
     first_byte_timeout: float | None = None
     probe_budget: int | None = None
     exclude: tuple[str, ...] | None = None
+    language: str | None = None
+    trigger: str = DEFAULT_TRIGGER
     review_drafts: bool = False
     author_associations: frozenset[str] = DEFAULT_ASSOCIATIONS
     fail_on: Literal["never", "request_changes", "high"] = "never"
@@ -231,6 +237,15 @@ def _globs(value: str) -> list[str]:
     return globs
 
 
+def _trigger(value: str) -> str:
+    if not _TRIGGER.fullmatch(value):
+        raise ValueError(
+            "is not allowed; use a slash command like /relay-review (a '/', then letters, "
+            "digits, '.', '_' or '-'; at most 50 characters)"
+        )
+    return value
+
+
 def _associations(value: str) -> frozenset[str]:
     words = {w.strip().upper() for w in re.split(r"[,\s]+", value) if w.strip()}
     unknown = sorted(words - ASSOCIATIONS)
@@ -266,12 +281,14 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "first-byte-timeout": ("first_byte_timeout", _policy_key("first-byte-timeout", _number)),
     "probe-budget": ("probe_budget", _policy_key("probe-budget", _whole)),
     "exclude": ("exclude", _policy_key("exclude", _globs)),
+    "language": ("language", _policy_key("language", _text)),
     "review-drafts": ("review_drafts", _bool),
     "author-associations": ("author_associations", _associations),
     "fail-on": ("fail_on", _choice("never", "request_changes", "high")),
     "on-unavailable": ("on_unavailable", _choice("fail", "pass")),
     "inline-comments": ("inline_comments", _bool),
     "comment-author": ("comment_author", _login),
+    "trigger": ("trigger", _trigger),
 }
 #: Inputs whose value is shown as "(hidden)" in error messages.
 SECRET_INPUTS = frozenset({"github-token"})

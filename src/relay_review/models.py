@@ -321,6 +321,11 @@ class ReportFinding(_Row):
     quote: str = ""
     severity: str = ""
     message: str = ""
+    #: A checked suggestion: it replaces RIGHT lines ``line`` .. ``end_line``, whose current
+    #: text is ``replaces`` (all three unset when the finding carries none).
+    end_line: int | None = None
+    suggestion: str | None = None
+    replaces: list[str] = Field(default_factory=list)
 
 
 class UnverifiedFinding(_Row):
@@ -437,6 +442,7 @@ _REVIEW_KEYS = ("files", "served_by", "chunks", "attempts", "readiness", "catalo
 #: Keys the action adds (absent from the ``review`` command's report).
 ACTION_KEYS = (
     "provenance",
+    "guidelines",
     "context",
     "policy",
     "pull_request",
@@ -465,6 +471,8 @@ class RunReport(BaseModel):
     elapsed_s: float | None = 0.0
     # set by the action (and the drill's provenance); absent from the JSON when unset
     provenance: str | None = None
+    #: The maintainers' guidelines the review followed, as ``path@sha12`` (base commit).
+    guidelines: str | None = None
     context: dict | None = None
     policy: dict | None = None
     pull_request: dict | None = None

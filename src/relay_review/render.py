@@ -22,6 +22,7 @@ from relay_review.models import (
     SelectedRoute,
     UnverifiedFinding,
 )
+from relay_review.review.verdict import suggestion_lines
 
 #: Rows as typed records, or as their JSON form (the CLI commands' reports); JSON is coerced.
 Rows = Sequence[Any]
@@ -258,14 +259,48 @@ def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
     return f"[{label}]({url})"
 
 
-def _findings_md(findings: Sequence[ReportFinding], ctx: Mapping[str, Any]) -> str:
+def _findings_md(
+    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
+) -> str:
     lines = []
     for f in findings:
         quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
         lines.append(
             f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}: {md_text(f.message)}{quote}"
         )
+        if suggestions and f.suggestion is not None and f.replaces:
+            lines.append("\n" + suggestion_diff(f.replaces, f.suggestion, indent="  "))
     return "\n".join(lines)
+
+
+#: Lines of a suggestion shown in the sticky comment's diff block (the rest is cut, and said).
+SUGGESTION_SHOW_LINES = 60
+
+
+def _code_line(text: str) -> str:
+    """One line inside a code block: no hidden-comment opener, no bidi control, no CR."""
+    return text.replace("\r", "").translate(_BIDI).replace("<!--", "<\u200b!--")
+
+
+def fence_for(lines: Sequence[str]) -> str:
+    """A backtick fence longer than any backtick run in ``lines`` (at least three), so the
+    content can never close it."""
+    longest = max((len(run) for ln in lines for run in re.findall(r"`+", ln)), default=0)
+    return "`" * max(3, longest + 1)
+
+
+def suggestion_diff(replaces: Sequence[str], suggestion: str, *, indent: str = "") -> str:
+    """A suggestion as a fenced ``diff`` block: the current lines as ``-``, the replacement as
+    ``+``. Model text is made inert (:func:`_code_line`) and fenced longer than any backtick run
+    inside, so it cannot end the block early."""
+    body = [f"- {_code_line(t)}" for t in replaces]
+    new = suggestion_lines(suggestion) if suggestion else []
+    body += [f"+ {_code_line(t)}" for t in new]
+    if len(body) > SUGGESTION_SHOW_LINES:
+        body = [*body[:SUGGESTION_SHOW_LINES], f"  … {len(body) - SUGGESTION_SHOW_LINES} more"]
+    fence = fence_for(body)
+    out = [f"{fence}diff", *body, fence]
+    return "\n".join(indent + ln for ln in out)
 
 
 def _summary_md(summary: str) -> str:
@@ -329,9 +364,12 @@ def _findings_section(report: RunReport) -> Section | None:
     title = f"### Findings ({len(findings)} verified)"
     full = f"{title}\n\n{_findings_md(findings, ctx)}"
     if len(findings) <= SHORT_FINDINGS:
+        if any(f.suggestion is not None for f in findings):
+            brief = f"{title}\n\n{_findings_md(findings, ctx, suggestions=False)}"
+            return ("findings", full, brief + "\n\n_Suggestions are in the JSON report._")
         return ("findings", full, full)
     short = (
-        f"{title}\n\n{_findings_md(findings[:SHORT_FINDINGS], ctx)}\n\n"
+        f"{title}\n\n{_findings_md(findings[:SHORT_FINDINGS], ctx, suggestions=False)}\n\n"
         f"_{len(findings) - SHORT_FINDINGS} more findings are in the JSON report._"
     )
     return ("findings", full, short)
@@ -406,6 +444,8 @@ def _footer_section(report: RunReport) -> Section:
     foot = []
     if report.provenance:
         foot.append(f"policy {md_code(report.provenance, 200)}")
+    if report.guidelines:
+        foot.append(f"guidelines: {md_code(report.guidelines, 200)}")
     foot.append(f"{len(report.catalog.selected)} routes")
     if report.probes_sent is not None:
         foot.append(f"{report.probes_sent} probes")
@@ -472,6 +512,22 @@ _CUT_NOTE = "\n\n_[cut at the size limit]_\n"
 _CLOSE_DETAILS = "\n\n</details>"
 
 
+_FENCE_OPEN = re.compile(r"^( *)(`{3,})diff$")
+
+
+def _open_fence(lines: Sequence[str]) -> str:
+    """The closing line of a suggestion block (:func:`suggestion_diff`) left open, or ``""``.
+    Its content lines start with ``-``, ``+`` or a space after the indent, so none closes it."""
+    closing = ""
+    for ln in lines:
+        if closing:
+            if ln == closing:
+                closing = ""
+        elif m := _FENCE_OPEN.match(ln):
+            closing = m.group(1) + m.group(2)
+    return closing
+
+
 def _hard_cut(text: str, limit: int, marker: str) -> str:
     """``text`` cut to ``limit`` at a line end (hostile text is one line per field, so no code
     span, escape or table row is split), with every ``<details>`` it opened closed."""
@@ -484,7 +540,9 @@ def _hard_cut(text: str, limit: int, marker: str) -> str:
         lines = kept.split("\n")
         # ours only: _details() starts a line with <details> and ends with a </details> line
         unclosed = sum(ln.startswith("<details>") for ln in lines) - lines.count("</details>")
-        cut = kept.rstrip("\n") + _CLOSE_DETAILS * unclosed + _CUT_NOTE
+        fence = _open_fence(lines)
+        cut = kept.rstrip("\n") + (f"\n{fence}" if fence else "")
+        cut += _CLOSE_DETAILS * unclosed + _CUT_NOTE
         if len(cut) <= limit or room <= 0:
             return cut[:limit]
         room -= max(len(cut) - limit, 1)

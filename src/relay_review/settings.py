@@ -26,7 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal, get_args, get_origin
 
-from pydantic import BaseModel, BeforeValidator, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    BeforeValidator,
+    ConfigDict,
+    Field,
+    ValidationError,
+    field_validator,
+)
 from pydantic.fields import FieldInfo
 
 from relay_review.errors import UsageError
@@ -133,6 +140,15 @@ class ServingPolicy(_Section):
         )
 
 
+class PathInstructions(_Section):
+    """One ``[[review.paths]]`` table: maintainers' instructions for the files a glob matches."""
+
+    glob: str = _opt(..., 'a glob string like "src/api/**"', min_length=1, max_length=500)
+    instructions: str = _opt(
+        ..., "a string of at most 2000 characters", min_length=1, max_length=2000
+    )
+
+
 class ReviewPolicy(_Section):
     """``[review]``: what is reviewed and how long the model's answer may be."""
 
@@ -161,6 +177,32 @@ class ReviewPolicy(_Section):
     concurrency: int = _opt(3, "a whole number from 1 to 16 (chunks reviewed at once)", ge=1, le=16)
     max_chunks: int = _opt(20, "a whole number >= 1 (more chunks are listed as not reviewed)", ge=1)
     allow_approve: bool = _opt(True, "true or false (false: no findings gives 'comment')")
+    guidelines: str | None = _opt(
+        None,
+        "a relative path inside the reviewed repository like .github/relay-review.md (read at"
+        " the pull request's base commit)",
+        pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]{0,1023}$",
+    )
+
+    @field_validator("guidelines")
+    @classmethod
+    def _relative(cls, value: str | None) -> str | None:
+        if value is not None and any(p in ("", ".", "..") for p in value.split("/")):
+            raise ValueError("not a relative path inside the repository")
+        return value
+
+    paths: list[PathInstructions] = _opt([], "[[review.paths]] tables with glob and instructions")
+    language: str | None = _opt(
+        None,
+        "a language name like Korean, Deutsch or pt-BR (letters, spaces, '-', at most 40)",
+        pattern=r"^[^\W\d_](?:[^\W\d_]| |-){0,39}$",
+    )
+    context_lines: int = _opt(
+        20,
+        "a whole number from 0 to 200 (head-file lines shown around each hunk, budget allowing)",
+        ge=0,
+        le=200,
+    )
 
 
 class GitHubPolicy(_Section):

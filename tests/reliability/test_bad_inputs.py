@@ -63,6 +63,10 @@ CASES: list[tuple[str, str, str]] = [
     ("on-unavailable", "retry", "input `on-unavailable`: 'retry' is not allowed; use fail"),
     ("inline-comments", "2", "input `inline-comments`: '2' is not allowed; use true or false"),
     ("comment-author", "@evil", "input `comment-author`: '@evil' is not allowed"),
+    ("language", "en; rm -rf ~", "input `language`: 'en; rm -rf ~' is not allowed; use a"),
+    ("language", "x" * 41, "input `language`: 'xxxxxxxx"),
+    ("trigger", "relay-review", "input `trigger`: 'relay-review' is not allowed; use a slash"),
+    ("trigger", "/re view", "input `trigger`: '/re view' is not allowed"),
 ]
 
 #: Inputs that only mean something together with others: set those so the bad one is reached.

@@ -174,3 +174,53 @@ def read_base_policy(
         kind="base", repo=repo_full_name, sha=base_sha.lower(), path=path, ref=base_ref or base_sha
     )
     return PolicyText(text=text, source=source)
+
+
+#: The guidelines file read when the policy names none (documented in the README).
+CONVENTIONAL_GUIDELINES = ".github/relay-review.md"
+#: Most characters of guidelines placed in the prompt (the rest is cut, and the cut is said).
+MAX_GUIDELINES_CHARS = 8000
+
+
+class Guidelines(BaseModel):
+    """The maintainers' review guidelines, read at the pull request's base commit."""
+
+    model_config = ConfigDict(frozen=True)
+
+    text: str
+    path: str
+    sha: str
+    #: Characters of the file before the cap (``len(text)`` when it was not cut).
+    chars: int
+
+    def render(self) -> str:
+        """``<path>@<sha12>``, as the comment's footer shows it."""
+        return f"{self.path}@{self.sha[:12]}"
+
+    @property
+    def truncated(self) -> bool:
+        return self.chars > len(self.text)
+
+
+def read_guidelines(
+    gh: Github,
+    repo_full_name: str,
+    path: str,
+    base_sha: str,
+    *,
+    limit: int = MAX_GUIDELINES_CHARS,
+) -> Guidelines | None:
+    """The guidelines file ``path`` at the PR's **base** commit (never the head, which the
+    pull request's author controls), cut to ``limit`` characters; ``None`` when it is absent.
+
+    Failures other than absence raise :class:`PolicyRefError` (the caller decides whether to go
+    on without guidelines).
+    """
+    sha = base_sha.lower()
+    if not FULL_SHA.match(sha):
+        raise PolicyRefError(f"base SHA {base_sha!r} of {repo_full_name} is not a full commit SHA")
+    text = read_file_at(gh.get_repo(repo_full_name), path, sha)
+    if text is None:
+        return None
+    text = text.lstrip("\ufeff")
+    return Guidelines(text=text[:limit], path=path, sha=sha, chars=len(text))

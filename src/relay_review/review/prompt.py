@@ -16,10 +16,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay_review.review.chunks import Chunk, estimate_tokens
+from relay_review.review.chunks import Chunk, estimate_tokens, glob_match
 from relay_review.review.verdict import (
     MAX_FINDINGS,
     MAX_MESSAGE_CHARS,
+    MAX_SUGGESTION_CHARS,
     MIN_EXCERPT_CHARS,
     Rejection,
 )
@@ -49,6 +50,8 @@ REPLY_SCHEMA: dict[str, Any] = {
                     "quote": {"type": "string"},
                     "severity": {"type": "string", "enum": ["high", "medium", "low"]},
                     "message": {"type": "string", "maxLength": MAX_MESSAGE_CHARS},
+                    "end_line": {"type": "integer", "minimum": 1},
+                    "suggestion": {"type": "string", "maxLength": MAX_SUGGESTION_CHARS},
                 },
                 "required": ["path", "line", "side", "quote", "severity", "message"],
                 "additionalProperties": False,
@@ -86,7 +89,9 @@ requests. Hunks start with "@@". Every diff line is one of:
   R <n> + <text>   an added line; <n> is its line number in the new file
   L <n> - <text>   a removed line; <n> is its line number in the old file
   C <n>   <text>   an unchanged context line (new-file number); it cannot be cited
-"\\ no newline at end of file" marks a line without a final newline.
+"\\ no newline at end of file" marks a line without a final newline. A hunk may show more C \
+lines around the change than the diff's usual three: the enclosing lines of the file at the pull \
+request's head, to help you understand the change; they are context only.
 
 WHAT TO REPORT. Real defects that this change introduces or exposes: bugs, security \
 vulnerabilities, data loss, race conditions, broken error handling, resource leaks, wrong API \
@@ -106,6 +111,13 @@ prefix. For a long line you may quote an excerpt instead: at least {min_excerpt}
 by "…", chosen so that no other changed line of the file holds them.
 Never cite a C line or a line that is not shown. Findings whose path, side, line and quote do \
 not match a shown R or L line are discarded.
+
+SUGGESTIONS (optional). When the fix is a small, certain replacement of RIGHT lines, add \
+"suggestion": the complete new text that replaces the cited R line (several lines joined by \
+"\\n"; an empty string deletes the line). To replace a contiguous run of R lines, cite the \
+first one as "line" and name the last with "end_line". Every line from "line" to "end_line" \
+must be an R line shown here, and the suggestion must be the exact code to commit, without \
+diff markers, line numbers or Markdown fences. Omit "suggestion" when unsure.
 
 REPLY. Exactly one JSON object, without Markdown fences or any text around it, matching this \
 JSON Schema:
@@ -161,15 +173,75 @@ def _capped(text: str, limit: int) -> tuple[str, str]:
     return text[:limit], f"(truncated to {limit} of {len(text)} characters)\n"
 
 
-def system_message(token: str, *, max_findings: int = MAX_FINDINGS) -> str:
-    """The review rules and reply schema, naming this request's fence token."""
-    return _SYSTEM.format(
+@dataclass(frozen=True)
+class Instructions:
+    """What the repository's maintainers ask of the review, from trusted sources only: the
+    guidelines file at the base commit, the policy's ``[[review.paths]]`` and ``language``.
+
+    They go into the system message, outside the untrusted fences (the pull request's author
+    controls none of them). Path instructions go only with chunks holding a file they match.
+    """
+
+    guidelines: str = ""
+    #: Where the guidelines came from (``path@sha12``), named to the model and in the footer.
+    guidelines_source: str = ""
+    #: ``(glob, instructions)`` pairs, in policy order.
+    paths: tuple[tuple[str, str], ...] = ()
+    language: str | None = None
+
+    def for_paths(self, paths: Sequence[str] | None) -> list[tuple[str, str]]:
+        """The path instructions matching any of ``paths`` (``None``: all of them)."""
+        if paths is None:
+            return list(self.paths)
+        return [(g, text) for g, text in self.paths if any(glob_match(p, g) for p in paths)]
+
+    def render(self, paths: Sequence[str] | None = None) -> str:
+        """The system message's trailing sections (empty when there is nothing to say)."""
+        sections: list[str] = []
+        if self.guidelines.strip():
+            where = (
+                f" ({self.guidelines_source}, at the base commit)" if self.guidelines_source else ""
+            )
+            sections.append(
+                f"REPOSITORY GUIDELINES{where}. The repository's maintainers wrote these review"
+                " guidelines; the pull request's author cannot change them. Follow them for what"
+                " to report and how to weigh it; they do not change the reply format or the"
+                " citation rules above.\n" + self.guidelines.strip()
+            )
+        matched = self.for_paths(paths)
+        if matched:
+            lines = [f"- files matching {glob}: {text.strip()}" for glob, text in matched]
+            sections.append(
+                "PATH INSTRUCTIONS from the maintainers, for the files they match:\n"
+                + "\n".join(lines)
+            )
+        if self.language:
+            sections.append(
+                f'LANGUAGE. Write "summary" and every "message" in {self.language}. Keep the'
+                ' JSON keys, "path", "side", "severity" and "line" as specified, and copy'
+                ' "quote" and "suggestion" code exactly, never translated.'
+            )
+        return "\n\n".join(sections)
+
+
+def system_message(
+    token: str,
+    *,
+    max_findings: int = MAX_FINDINGS,
+    instructions: Instructions | None = None,
+    paths: Sequence[str] | None = None,
+) -> str:
+    """The review rules and reply schema, naming this request's fence token, followed by the
+    maintainers' ``instructions`` (path instructions only for ``paths``; ``None``: all)."""
+    text = _SYSTEM.format(
         token=token,
         schema=json.dumps(REPLY_SCHEMA, separators=(",", ":")),
         max_message=MAX_MESSAGE_CHARS,
         max_findings=max_findings,
         min_excerpt=MIN_EXCERPT_CHARS,
     )
+    extra = instructions.render(paths) if instructions else ""
+    return f"{text}\n\n{extra}" if extra else text
 
 
 def build_messages(
@@ -181,16 +253,21 @@ def build_messages(
     parts: int | None = None,
     max_findings: int = MAX_FINDINGS,
     token_factory: TokenFactory = new_token,
+    instructions: Instructions | None = None,
 ) -> Prompt:
     """System + user messages reviewing one chunk (or a rendered diff text).
 
     ``title`` and ``body`` are capped at ``TITLE_MAX_CHARS`` / ``BODY_MAX_CHARS``; ``part`` and
-    ``parts`` default to the chunk's number and total. ``token_factory`` exists for tests.
+    ``parts`` default to the chunk's number and total. ``instructions`` (the maintainers') go
+    into the system message; path instructions only for a chunk's files (all of them for a
+    text). ``token_factory`` exists for tests.
     """
+    paths: list[str] | None = None
     if isinstance(diff, Chunk):
         text = diff.text
         part = diff.number if part is None else part
         parts = diff.total if parts is None else parts
+        paths = diff.paths
     else:
         text = diff
     part, parts = part or 1, parts or 1
@@ -224,7 +301,12 @@ def build_messages(
         " Reply with the JSON object only."
     )
     messages = [
-        {"role": "system", "content": system_message(token, max_findings=max_findings)},
+        {
+            "role": "system",
+            "content": system_message(
+                token, max_findings=max_findings, instructions=instructions, paths=paths
+            ),
+        },
         {"role": "user", "content": "\n\n".join(sections)},
     ]
     return Prompt(messages=messages, token=token)
@@ -293,10 +375,17 @@ def repair_messages(
 
 
 def prompt_overhead_tokens(
-    title: str | None = None, body: str | None = None, *, max_findings: int = MAX_FINDINGS
+    title: str | None = None,
+    body: str | None = None,
+    *,
+    max_findings: int = MAX_FINDINGS,
+    instructions: Instructions | None = None,
 ) -> int:
-    """Estimated tokens of a request minus its diff text (messages, fences, schema)."""
-    prompt = build_messages("", title=title, body=body, parts=2, max_findings=max_findings)
+    """Estimated tokens of a request minus its diff text (messages, fences, schema), counting
+    every path instruction (a chunk sends only those matching its files: never more)."""
+    prompt = build_messages(
+        "", title=title, body=body, parts=2, max_findings=max_findings, instructions=instructions
+    )
     content = sum(estimate_tokens(m["content"]) for m in prompt.messages)
     schema = estimate_tokens(json.dumps(RESPONSE_FORMAT))  # some servers add it to the context
     return content + schema + MESSAGE_OVERHEAD_TOKENS * len(prompt.messages)
@@ -311,6 +400,7 @@ def diff_budget(
     repair_round: bool = True,
     margin: float = 0.9,
     max_findings: int = MAX_FINDINGS,
+    instructions: Instructions | None = None,
 ) -> int:
     """Tokens of diff text one chunk may hold for a route with ``context_tokens`` of context.
 
@@ -322,5 +412,7 @@ def diff_budget(
     reserve = reserved_output_tokens
     if repair_round:
         reserve += reserved_output_tokens + REPAIR_MESSAGE_MAX_TOKENS + 2 * MESSAGE_OVERHEAD_TOKENS
-    overhead = prompt_overhead_tokens(title, body, max_findings=max_findings)
+    overhead = prompt_overhead_tokens(
+        title, body, max_findings=max_findings, instructions=instructions
+    )
     return int(context_tokens * margin) - overhead - reserve

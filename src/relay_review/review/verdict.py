@@ -35,6 +35,10 @@ MAX_MESSAGE_CHARS = 2000
 MAX_SUMMARY_CHARS = 4000
 #: Longer than any path a checkout can hold (Linux ``PATH_MAX``).
 MAX_PATH_CHARS = 4096
+#: A suggestion (replacement code) longer than this is dropped, never cut (cut code is broken).
+MAX_SUGGESTION_CHARS = 8000
+#: Most RIGHT lines one suggestion may replace (``line`` .. ``end_line``).
+MAX_SUGGESTION_LINES = 50
 MAX_REPLY_CHARS = 1_000_000
 #: Longest excerpt of a diff line or a model-supplied string quoted in a rejection reason.
 SHOW_CHARS = 160
@@ -122,6 +126,28 @@ class Finding(BaseModel):
     quote: str = ""
     severity: Severity
     message: str
+    #: Last RIGHT line a suggestion replaces (``line`` is the first); ``None``: ``line`` only.
+    end_line: int | None = None
+    #: Replacement text for the RIGHT lines ``line`` .. ``end_line`` (``None``: no suggestion).
+    suggestion: str | None = None
+    #: The current text of the lines the suggestion replaces: set only by :func:`validate` from
+    #: the diff (anything a reply puts here is discarded on parsing).
+    replaces: tuple[str, ...] = ()
+
+    @field_validator("replaces", mode="before")
+    @classmethod
+    def _replaces(cls, value: Any) -> Any:
+        return ()
+
+    @field_validator("end_line", mode="before")
+    @classmethod
+    def _end_line(cls, value: Any) -> Any:
+        return None if isinstance(value, bool) or not isinstance(value, int) else value
+
+    @field_validator("suggestion", mode="before")
+    @classmethod
+    def _suggestion(cls, value: Any) -> Any:
+        return scrub_text(value) if isinstance(value, str) else None
 
     @field_validator("path", mode="before")
     @classmethod
@@ -380,13 +406,78 @@ def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
     return any(quote_matches(finding.quote, text) for *_, text in index.locations())
 
 
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+_RENDERED_LINE = re.compile(r"^(?:[RLC] \d+ [+ -] |[+-] )")
+
+
+def suggestion_lines(text: str) -> list[str]:
+    """A suggestion's lines (``\r\n`` read as ``\n``; one final newline is not a line)."""
+    text = text.replace("\r\n", "\n")
+    if text.endswith("\n"):
+        text = text[:-1]
+    return text.split("\n")
+
+
+def suggestion_problem(finding: Finding, index: DiffIndex) -> str | None:
+    """Why ``finding.suggestion`` cannot be applied to the lines it names (``None``: it can).
+
+    It must replace RIGHT lines only, ``line`` .. ``end_line`` (at most
+    ``MAX_SUGGESTION_LINES``), each one an added line shown in ``index``; be code to commit (no
+    control or bidirectional characters, no Markdown fence, not the diff's rendered lines); at
+    most ``MAX_SUGGESTION_CHARS``; and change something.
+    """
+    text = finding.suggestion
+    if text is None:
+        return None
+    end = finding.line if finding.end_line is None else finding.end_line
+    if finding.side != "RIGHT":
+        return "a suggestion replaces RIGHT (added) lines only"
+    if end < finding.line:
+        return f"end_line {end} is before line {finding.line}"
+    if end - finding.line + 1 > MAX_SUGGESTION_LINES:
+        return f"a suggestion replaces at most {MAX_SUGGESTION_LINES} lines"
+    missing = [
+        n for n in range(finding.line, end + 1) if index.line(finding.path, n, "RIGHT") is None
+    ]
+    if missing:
+        return f"lines {_nums(missing[:5])} are not added lines shown in the diff"
+    if len(text) > MAX_SUGGESTION_CHARS:
+        return f"longer than {MAX_SUGGESTION_CHARS} characters"
+    if _CONTROL.search(text):
+        return "holds control or bidirectional characters"
+    lines = suggestion_lines(text)
+    if any(ln.lstrip().startswith("```") for ln in lines):
+        return "holds a Markdown fence"
+    if all(_RENDERED_LINE.match(ln) for ln in lines if ln.strip()) and text.strip():
+        return "holds diff markers, not the code to commit"
+    current = [index.line(finding.path, n, "RIGHT") or "" for n in range(finding.line, end + 1)]
+    if lines == current:
+        return "changes nothing"
+    return None
+
+
+def with_suggestion(finding: Finding, index: DiffIndex) -> Finding:
+    """A verified finding with its suggestion checked: kept with the replaced lines' text
+    (``replaces``), or dropped (the finding stays) when it does not apply."""
+    if finding.suggestion is None or suggestion_problem(finding, index) is not None:
+        if finding.suggestion is None and finding.end_line is None and not finding.replaces:
+            return finding
+        return finding.model_copy(update={"suggestion": None, "end_line": None, "replaces": ()})
+    end = finding.line if finding.end_line is None else finding.end_line
+    current = tuple(
+        index.line(finding.path, n, "RIGHT") or "" for n in range(finding.line, end + 1)
+    )
+    return finding.model_copy(update={"end_line": end, "replaces": current})
+
+
 def validate(
     reply: ModelReply, index: DiffIndex, *, max_findings: int = MAX_FINDINGS
 ) -> tuple[list[Finding], list[Rejection]]:
     """Split the reply's findings into (verified, rejected-with-reason), in reply order.
 
     Validate a chunk's reply against ``chunk.index`` so only lines shown to the model count.
-    Findings past ``max_findings`` are rejected unchecked ("over the limit").
+    Findings past ``max_findings`` are rejected unchecked ("over the limit"). A verified
+    finding's suggestion that does not apply to its lines is dropped (:func:`with_suggestion`).
     """
     verified: list[Finding] = []
     rejected: list[Rejection] = []
@@ -397,7 +488,7 @@ def validate(
             continue
         problem = citation_problem(finding, index)
         if problem is None:
-            verified.append(finding)
+            verified.append(with_suggestion(finding, index))
         else:
             rejected.append(Rejection(finding, problem, position))
     return verified, rejected
