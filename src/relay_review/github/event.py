@@ -1,7 +1,11 @@
 """The triggering event: ``GITHUB_EVENT_NAME`` and the JSON payload at ``GITHUB_EVENT_PATH``.
 
-Only ``pull_request`` and ``pull_request_target`` are reviewed; any other event parses to a
-:class:`NotPullRequestEvent` (the caller exits 0 with a notice). Title, body, branch names and
+``pull_request`` and ``pull_request_target`` are reviewed; ``issue_comment`` parses to a
+:class:`CommentCommand` (a comment that may ask for a review of a pull request: the caller
+checks the trigger word and the commenter's association, then fetches the pull request through
+the API, since the payload lacks its head and base); any other event parses to a
+:class:`NotPullRequestEvent` (the caller exits 0 with a notice). The comment's body is hostile
+text: it is compared with the trigger word and otherwise never used. Title, body, branch names and
 the author's login are attacker-controlled text: they are carried as data, never interpreted
 (lone surrogates, which JSON escapes allow, become U+FFFD so the texts always encode as UTF-8).
 """
@@ -20,6 +24,9 @@ from relay_review._text import scrub_text
 from relay_review.github.errors import EventError
 
 PULL_REQUEST_EVENTS = ("pull_request", "pull_request_target")
+COMMENT_EVENT = "issue_comment"
+#: Events whose payload is read (the others are skipped without reading it).
+READ_EVENTS = (*PULL_REQUEST_EVENTS, COMMENT_EVENT)
 
 
 class PullRequestEvent(BaseModel):
@@ -27,7 +34,7 @@ class PullRequestEvent(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    event_name: Literal["pull_request", "pull_request_target"]
+    event_name: Literal["pull_request", "pull_request_target", "issue_comment"]
     action: str | None
     number: int
     repo_full_name: str
@@ -60,6 +67,31 @@ class PullRequestEvent(BaseModel):
     def from_fork(self) -> bool:
         """True when the head lives in another repository (or a deleted fork)."""
         return self.head_repo_full_name != self.repo_full_name
+
+
+class CommentCommand(BaseModel):
+    """An ``issue_comment`` event: who commented where, and whether the comment asks for a
+    review (:meth:`asks`). The body is kept only to be compared with the trigger word."""
+
+    model_config = ConfigDict(frozen=True)
+
+    event_name: Literal["issue_comment"] = "issue_comment"
+    action: str | None
+    repo_full_name: str
+    private: bool
+    number: int
+    #: The issue is a pull request (``issue.pull_request`` is present).
+    on_pull_request: bool
+    comment_id: int
+    commenter: str
+    association: str
+    body: str
+
+    def asks(self, trigger: str) -> bool:
+        """Whether the comment starts with ``trigger`` as a word of its own (``/relay-review``
+        or ``/relay-review please``, not ``/relay-reviewer``); case-insensitive."""
+        words = self.body.strip().split(maxsplit=1)
+        return bool(words) and words[0].lower() == trigger.lower()
 
 
 class NotPullRequestEvent(BaseModel):
@@ -109,6 +141,25 @@ class _Payload(BaseModel):
     repository: _Repo
 
 
+class _Issue(BaseModel):
+    number: int
+    pull_request: dict[str, Any] | None = None
+
+
+class _Comment(BaseModel):
+    id: int
+    body: str | None = None
+    user: _User
+    author_association: str
+
+
+class _CommentPayload(BaseModel):
+    action: str | None = None
+    issue: _Issue
+    comment: _Comment
+    repository: _Repo
+
+
 def _describe(error: ValidationError) -> str:
     parts = []
     for item in error.errors():
@@ -117,27 +168,64 @@ def _describe(error: ValidationError) -> str:
     return "; ".join(parts)
 
 
-def parse_event(
-    event_name: str, payload: Mapping[str, Any]
-) -> PullRequestEvent | NotPullRequestEvent:
+Event = PullRequestEvent | CommentCommand | NotPullRequestEvent
+
+
+def parse_event(event_name: str, payload: Mapping[str, Any]) -> Event:
     """Parse a webhook payload. Raises :class:`EventError` naming every missing or bad field."""
+    if event_name == COMMENT_EVENT:
+        return _parse_comment(payload)
     if event_name not in PULL_REQUEST_EVENTS:
         return NotPullRequestEvent(
             event_name=event_name,
             reason=f"not a pull request event ({event_name!r}); relay-review runs on "
-            "pull_request and pull_request_target",
+            "pull_request, pull_request_target and issue_comment (the trigger comment)",
         )
     try:
         data = _Payload.model_validate(payload)
     except ValidationError as exc:
         raise EventError(f"{event_name} payload: {_describe(exc)}") from None
-    pr = data.pull_request
-    return PullRequestEvent(
-        event_name=event_name,  # type: ignore[arg-type]  # checked above
+    return _pull_request(event_name, data.action, data.pull_request, data.repository)
+
+
+def _parse_comment(payload: Mapping[str, Any]) -> CommentCommand:
+    try:
+        data = _CommentPayload.model_validate(payload)
+    except ValidationError as exc:
+        raise EventError(f"{COMMENT_EVENT} payload: {_describe(exc)}") from None
+    return CommentCommand(
         action=data.action,
-        number=pr.number,
         repo_full_name=data.repository.full_name,
         private=data.repository.private,
+        number=data.issue.number,
+        on_pull_request=data.issue.pull_request is not None,
+        comment_id=data.comment.id,
+        commenter=scrub_text(data.comment.user.login),
+        association=data.comment.author_association,
+        body=scrub_text(data.comment.body or ""),
+    )
+
+
+def event_for_comment(command: CommentCommand, pull: Mapping[str, Any]) -> PullRequestEvent:
+    """The pull request a trigger comment asks to review, from the pulls API's JSON (the
+    ``issue_comment`` payload has no head or base). Raises :class:`EventError` on a bad shape."""
+    try:
+        pr = _PullRequest.model_validate(pull)
+    except ValidationError as exc:
+        raise EventError(f"pull request {command.number} from the API: {_describe(exc)}") from None
+    repo = _Repo(full_name=command.repo_full_name, private=command.private)
+    return _pull_request(COMMENT_EVENT, command.action, pr, repo)
+
+
+def _pull_request(
+    event_name: str, action: str | None, pr: _PullRequest, repository: _Repo
+) -> PullRequestEvent:
+    return PullRequestEvent(
+        event_name=event_name,  # type: ignore[arg-type]  # one of the literal's names
+        action=action,
+        number=pr.number,
+        repo_full_name=repository.full_name,
+        private=repository.private,
         base_sha=pr.base.sha,
         base_ref=scrub_text(pr.base.ref),
         head_sha=pr.head.sha,
@@ -154,13 +242,13 @@ def parse_event(
     )
 
 
-def load_event(env: Mapping[str, str] | None = None) -> PullRequestEvent | NotPullRequestEvent:
+def load_event(env: Mapping[str, str] | None = None) -> Event:
     """Read ``GITHUB_EVENT_NAME`` and the payload at ``GITHUB_EVENT_PATH`` (``env``: os.environ)."""
     env = os.environ if env is None else env
     event_name = env.get("GITHUB_EVENT_NAME", "").strip()
     if not event_name:
         raise EventError("GITHUB_EVENT_NAME is not set: run inside GitHub Actions or set it")
-    if event_name not in PULL_REQUEST_EVENTS:
+    if event_name not in READ_EVENTS:
         return parse_event(event_name, {})
     path = env.get("GITHUB_EVENT_PATH", "").strip()
     if not path:

@@ -1,7 +1,14 @@
 """The GitHub Action's flow, in stage order (each stage in its own log group):
 
-``inputs -> event (gating) -> policy -> discovery -> catalog -> pull request files -> review ->
-publish (sticky comment, line comments) -> step summary, outputs, JSON report file``.
+``inputs -> event (gating) -> [pull request, for a trigger comment] -> policy (and guidelines)
+-> discovery -> catalog -> pull request files (and head files for context) -> review -> publish
+(sticky comment, line comments) -> step summary, outputs, JSON report file``.
+
+On ``issue_comment`` the run goes on only for a comment on a pull request that starts with the
+trigger word (input ``trigger``) by a commenter whose association is in ``author-associations``;
+anything else is skipped with a notice before any request (no quota spent). The pull request is
+then fetched through the API (the payload lacks its head and base) and reviewed at its current
+head like a ``pull_request_target`` run.
 
 Discovery's result goes to the catalog in memory. The review's :class:`RunReport` gets the
 run's context (policy provenance, pull request, discovery, what GitHub took) and becomes JSON
@@ -21,16 +28,26 @@ from relay_review import __version__
 from relay_review.action_inputs import ActionInputs, read_action_inputs
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
-from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event
+from relay_review.github.errors import GitHubEdgeError, PolicyRefError, github_errors
+from relay_review.github.event import (
+    CommentCommand,
+    NotPullRequestEvent,
+    PullRequestEvent,
+    event_for_comment,
+    load_event,
+)
 from relay_review.github.log import Secrets, say
-from relay_review.github.pr import list_files
+from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
+from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Published, finish, publish, skipped
 from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy
 from relay_review.pipeline.review import review
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.render import catalog_table
+from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
 from relay_review.review.diff import DiffIndex
+from relay_review.review.prompt import Instructions
 from relay_review.routing.catalog import (
     CatalogInputError,
     build_catalog,
@@ -63,12 +80,14 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: inputs"):
         inputs = read_action_inputs(env)
         say(f"relay-review {__version__}; inputs read and validated")
-    event = event_stage(env, inputs)
+    asked = event_stage(env, inputs)
     token = inputs.github_token.get_secret_value()
     api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
     gh = make_github(token, api_url)  # the policy may come from GitHub: default bounds first
+    event = asked if isinstance(asked, PullRequestEvent) else commented_pull(gh, env, inputs, asked)
     with actions.group("relay-review: policy"):
         policy, origin = resolve_policy(gh, inputs, event)
+        guidelines = guidelines_stage(gh, policy, event)
         accounts = resolve_accounts(policy, env)
         secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
         say(f"policy: {origin.provenance}")
@@ -83,6 +102,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     repo = gh.get_repo(event.repo_full_name)
     with actions.group("relay-review: pull request files"):
         index, unlisted = files_stage(repo, event)
+        remaining = policy.serving.deadline - (time.monotonic() - started)
+        heads = context_stage(repo, event, index, policy, remaining)
     with actions.group("relay-review: review"):
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = asyncio.run(
@@ -95,12 +116,15 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     body=event.body,
                     started_at=started,
                     unlisted_files=unlisted,
+                    instructions=instructions_for(policy, guidelines),
+                    head_files=heads,
                 )
             )
         log_review(report)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = empty_catalog_why(discovery, catalog, accounts, env, require_zdr)
     describe_run(report, env, event, origin, discovery, require_zdr)
+    report.guidelines = guidelines.render() if guidelines else None
     with actions.group("relay-review: publish"):
         budget = WaitBudget(
             max_wait=policy.github.max_wait,
@@ -153,11 +177,13 @@ def describe_run(
 # stages
 
 
-def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent:
+def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent | CommentCommand:
     with actions.group("relay-review: event"):
         event = load_event(env)
         if isinstance(event, NotPullRequestEvent):
             raise skip(env, f"nothing to review: {event.reason}")
+        if isinstance(event, CommentCommand):
+            return comment_gate(env, inputs, event)
         say(f"{event.event_name} ({event.action}) on {event.repo_full_name}#{event.number}")
         say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
         actions.log_untrusted(
@@ -178,6 +204,122 @@ def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEven
                 "skipped (widen the input to review such pull requests)",
             )
         return event
+
+
+def comment_gate(
+    env: Mapping[str, str], inputs: ActionInputs, event: CommentCommand
+) -> CommentCommand:
+    """Let an ``issue_comment`` through only when it asks for a review the right way: a new
+    comment on a pull request, starting with the trigger word, by an allowed association.
+    The body is never logged or interpreted beyond the comparison with the trigger word."""
+    where = f"{event.repo_full_name}#{event.number}"
+    say(f"issue_comment ({event.action}) on {where}, comment {event.comment_id}")
+    actions.log_untrusted(f"commenter: {event.commenter} ({event.association})")
+    if event.action != "created":
+        raise skip(env, f"a comment was {event.action}; only a new comment asks for a review")
+    if not event.on_pull_request:
+        raise skip(env, f"{where} is an issue, not a pull request; nothing to review")
+    if not event.asks(inputs.trigger):
+        raise skip(
+            env, f"the comment does not start with {inputs.trigger} (input trigger); ignored"
+        )
+    if event.association.upper() not in inputs.author_associations:
+        raise skip(
+            env,
+            f"{inputs.trigger} by a commenter whose association {event.association} is not in "
+            f"author-associations ({', '.join(sorted(inputs.author_associations))}); ignored, "
+            "no review and no quota spent",
+        )
+    say(f"{inputs.trigger} by an allowed commenter ({event.association}): reviewing {where}")
+    return event
+
+
+def commented_pull(
+    gh: Any, env: Mapping[str, str], inputs: ActionInputs, asked: CommentCommand
+) -> PullRequestEvent:
+    """The pull request a trigger comment asks to review, fetched through the API at its
+    current head (state and drafts gated like a pull request event; the commenter's
+    association was checked, not the pull request author's)."""
+    with actions.group("relay-review: pull request"):
+        where = f"{asked.repo_full_name}#{asked.number}"
+        with github_errors(f"cannot read the pull request {where}"):
+            raw = gh.get_repo(asked.repo_full_name).get_pull(asked.number).raw_data
+        event = event_for_comment(asked, raw)
+        say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
+        actions.log_untrusted(
+            f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
+        )
+        if event.state != "open":
+            raise skip(env, f"#{event.number} is {event.state}; nothing to review")
+        if event.draft and not inputs.review_drafts:
+            raise skip(
+                env,
+                f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)",
+            )
+        return event
+
+
+def guidelines_stage(gh: Any, policy: Policy, event: PullRequestEvent) -> Guidelines | None:
+    """The maintainers' guidelines at the pull request's **base** commit: ``review.guidelines``,
+    else the conventional file if present. Never the head's (the author controls it). A named
+    file that is missing or unreadable is a warning, and the review goes on without it."""
+    named = policy.review.guidelines
+    path = named or CONVENTIONAL_GUIDELINES
+    try:
+        found = read_guidelines(gh, event.repo_full_name, path, event.base_sha)
+    except (PolicyRefError, GitHubEdgeError) as exc:
+        actions.warning(f"relay-review: guidelines {path} unreadable ({exc}); reviewing without")
+        return None
+    if found is None:
+        if named:
+            actions.warning(
+                f"relay-review: no guidelines file {path} at the base commit "
+                f"{event.base_sha[:12]}; reviewing without"
+            )
+        return None
+    cut = f" (cut to {len(found.text)} of {found.chars} characters)" if found.truncated else ""
+    say(f"guidelines: {found.render()}{cut}")
+    return found
+
+
+def instructions_for(policy: Policy, guidelines: Guidelines | None) -> Instructions:
+    """The maintainers' instructions for every request: guidelines, path rules, language."""
+    r = policy.review
+    return Instructions(
+        guidelines=guidelines.text if guidelines else "",
+        guidelines_source=guidelines.render() if guidelines else "",
+        paths=tuple((p.glob, p.instructions) for p in r.paths),
+        language=r.language,
+    )
+
+
+def context_stage(
+    repo: Any, event: PullRequestEvent, index: DiffIndex, policy: Policy, remaining: float
+) -> HeadFiles | None:
+    """Head versions of the changed files, for context around hunks: read through the contents
+    API at the head SHA (never checked out or run), bounded in count, size and time; a failure
+    is a warning and the review goes on without context."""
+    r = policy.review
+    if not r.context_lines:
+        return None
+    excludes = [*(DEFAULT_EXCLUDES if r.default_excludes else ()), *r.exclude]
+    paths = [
+        f.path
+        for f in index.files
+        if f.status in ("modified", "renamed", "copied")
+        and not f.skip_reason
+        and f.hunks
+        and excluded_by(f.path, excludes) is None
+    ]
+    if not paths:
+        return None
+    # at most a tenth of what is left of the run, and never more than a minute
+    budget = max(0.0, min(remaining / 10, 60.0))
+    fetched = head_files(repo, paths, event.head_sha, deadline=time.monotonic() + budget)
+    for problem in fetched.problems:
+        actions.warning(f"relay-review: context: {problem}; those hunks are shown without it")
+    say(f"context: {len(fetched.files)} of {len(paths)} head files read")
+    return fetched.files
 
 
 def skip(env: Mapping[str, str], reason: str) -> Stop:

@@ -35,6 +35,7 @@ from relay_review.review.chunks import (
     MIN_CHUNK_TOKENS,
     Chunk,
     ChunkPlan,
+    HeadFiles,
     plan_chunks,
 )
 from relay_review.review.decision import decide, merge_findings, partial_note
@@ -42,6 +43,7 @@ from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import (
     JSON_OBJECT_FORMAT,
     RESPONSE_FORMAT,
+    Instructions,
     Prompt,
     build_messages,
     diff_budget,
@@ -131,11 +133,21 @@ def make_accept(session: RoutingSession, chunk: Chunk, prompt: Prompt, policy: P
     return accept
 
 
-def chunk_budget(catalog: Catalog, policy: Policy, title: str | None, body: str | None) -> int:
+def chunk_budget(
+    catalog: Catalog,
+    policy: Policy,
+    title: str | None,
+    body: str | None,
+    instructions: Instructions | None = None,
+) -> int:
     """Diff tokens per chunk: what the smallest context window leaves, capped by the policy."""
     r = policy.review
     budget = diff_budget(
-        context_window(catalog, policy), r.max_output_tokens, title=title, body=body
+        context_window(catalog, policy),
+        r.max_output_tokens,
+        title=title,
+        body=body,
+        instructions=instructions,
     )
     if r.chunk_tokens:
         budget = min(budget, r.chunk_tokens)
@@ -245,13 +257,21 @@ async def serve_chunks(
     policy: Policy,
     title: str | None,
     body: str | None,
+    instructions: Instructions | None = None,
 ) -> list[ServeResult]:
     """Serve every chunk with failover, ``review.concurrency`` at a time, in chunk order."""
     r = policy.review
     limit = asyncio.Semaphore(r.concurrency)
 
     async def one(chunk: Chunk) -> ServeResult:
-        prompt = build_messages(chunk, title=title, body=body, part=chunk.number, parts=chunk.total)
+        prompt = build_messages(
+            chunk,
+            title=title,
+            body=body,
+            part=chunk.number,
+            parts=chunk.total,
+            instructions=instructions,
+        )
         async with limit:
             return await session.serve(
                 prompt.messages,
@@ -275,17 +295,26 @@ async def review(
     chat_fn: ChatFn | None = None,
     started_at: float | None = None,
     unlisted_files: int = 0,
+    instructions: Instructions | None = None,
+    head_files: HeadFiles | None = None,
 ) -> RunReport:
     """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
 
     ``started_at`` (monotonic clock) is when the run's deadline started counting, if earlier
     than now (the action starts it before discovery). ``unlisted_files``: files the PR changes
     that ``index`` does not hold (the files API lists 3,000 at most); they make it partial.
+    ``instructions``: the maintainers' (guidelines, path instructions, language), in every
+    request's system message. ``head_files``: head versions of files, for context around hunks
+    (``review.context_lines``, in the room chunks have left).
     """
     r = policy.review
     started = time.monotonic() if started_at is None else started_at
     excludes = [*(DEFAULT_EXCLUDES if r.default_excludes else ()), *r.exclude]
-    budget = chunk_budget(catalog, policy, title, body)
+    if instructions is None and (r.paths or r.language):
+        instructions = Instructions(
+            paths=tuple((p.glob, p.instructions) for p in r.paths), language=r.language
+        )
+    budget = chunk_budget(catalog, policy, title, body, instructions)
     plan = plan_chunks(
         index,
         budget,
@@ -293,6 +322,8 @@ async def review(
         trusted_excludes=r.trusted_excludes,
         max_line_chars=r.max_line_chars,
         max_chunks=r.max_chunks,
+        head_files=head_files,
+        context_lines=r.context_lines,
     )
     files = {
         f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
@@ -319,7 +350,7 @@ async def review(
         len(catalog.selected),
     )
     session = session_for(catalog, policy, environ, chat_fn, started)
-    results = await serve_chunks(session, plan.chunks, policy, title, body)
+    results = await serve_chunks(session, plan.chunks, policy, title, body, instructions)
     got = collect(plan, results, files)
     findings = merge_findings(got.verified)
     served = got.served

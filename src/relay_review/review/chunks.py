@@ -15,6 +15,13 @@ x.py]``; a file split across chunks adds ``(part 2/3)``; a hunk split across chu
 under ``@@ (hunk continued) @@``. Every line carries its own number, so splitting never shifts a
 citation.
 
+Context around changes: given the head version of a file (``head_files``), each whole hunk is
+widened with up to ``context_lines`` enclosing lines above and below (``C`` lines, never
+citable), ring by ring across the chunk's hunks, only in the room a chunk has left once its
+changed lines are packed. So the packing (which changed lines go in which chunk, how many chunks)
+is the same with context as without: context is always dropped before any changed line is.
+Neighbouring hunks share the lines between them half and half, so no line is shown twice.
+
 Token estimate (:func:`estimate_tokens`), deliberately conservative across BPE tokenizers
 (cl100k/o200k, Llama 3, Qwen, Mistral's 32k SentencePiece): per line,
 ``ceil(ascii_chars / 3) + 2 * non_ascii_chars + 1``. Code averages 3.5-4.5 characters per token
@@ -27,7 +34,7 @@ an offline runner cannot do; an estimate that errs large is the safe side.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Literal
@@ -64,6 +71,12 @@ DEFAULT_EXCLUDES: tuple[str, ...] = (
 
 #: Below this many tokens per chunk, chunking is refused (a route that small cannot review).
 MIN_CHUNK_TOKENS = 256
+#: The most context lines shown above and below a hunk (``review.context_lines`` is capped here).
+MAX_CONTEXT_LINES = 200
+#: A context line longer than this is cut (with "…"): it is never cited, only read.
+CONTEXT_LINE_CHARS = 300
+#: The head version of files, by path: line ``n`` of the file is ``lines[n - 1]``.
+HeadFiles = Mapping[str, Sequence[str]]
 #: Tokens set aside in a file header for a "(part i/n)" tag when a file is split.
 _PART_TAG_TOKENS = 8
 _CONTINUED = "@@ (hunk continued) @@"
@@ -176,6 +189,8 @@ class Chunk:
     text: str
     tokens: int
     files: list[FileDiff]
+    #: Context lines added from head files around this chunk's hunks (beyond the diff's own).
+    context: int = 0
 
     @property
     def paths(self) -> list[str]:
@@ -256,6 +271,8 @@ class _Unit:
 
     hunk: Hunk
     tokens: int
+    #: A whole hunk of the file (context is added around whole hunks only).
+    whole: bool = True
 
 
 @dataclass
@@ -301,7 +318,7 @@ def _slice(hunk: Hunk, start: int, end: int, tokens: int, *, first: bool) -> _Un
     heading = hunk.heading if first else _CONTINUED
     sub = Hunk(hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, heading, [])
     sub.lines = hunk.lines[start:end]
-    return _Unit(sub, tokens)
+    return _Unit(sub, tokens, whole=False)
 
 
 def _long_line(f: FileDiff, max_line_chars: int) -> str | None:
@@ -348,6 +365,8 @@ def plan_chunks(
     max_line_chars: int | None = None,
     max_chunks: int | None = None,
     include_deleted: bool = True,
+    head_files: HeadFiles | None = None,
+    context_lines: int = 0,
 ) -> ChunkPlan:
     """Pack the diff's files into chunks of at most ``budget_tokens`` estimated tokens each.
 
@@ -359,6 +378,9 @@ def plan_chunks(
     ``max_line_chars``, a single line over the budget, or beyond ``max_chunks`` -- a file cut by
     that limit is skipped whole, never half-sent). A skipped file that changes content is
     ``left_out`` (see :func:`_excluded` for excluded files).
+
+    ``head_files`` and ``context_lines``: widen whole hunks with enclosing head-file lines in
+    the room each chunk has left (see the module doc); the packing does not change.
     """
     if budget_tokens < MIN_CHUNK_TOKENS:
         raise ValueError(
@@ -408,7 +430,14 @@ def plan_chunks(
         chunks = [[p for p in c if p.pos not in dropped] for c in chunks[:max_chunks]]
         chunks = [c for c in chunks if c]
 
-    built, placed = _render_chunks(chunks, {pos: len(w) for pos, w in pieces_of.items()})
+    context = min(max(context_lines, 0), MAX_CONTEXT_LINES)
+    built, placed = _render_chunks(
+        chunks,
+        {pos: len(w) for pos, w in pieces_of.items()},
+        budget_tokens,
+        head_files if context else None,
+        context,
+    )
     for pos, f in enumerate(index.files):
         if pos in reports:
             continue
@@ -467,23 +496,191 @@ def _pack(
 
 
 def _render_chunks(
-    chunks: list[list[_Piece]], parts_total: dict[int, int]
+    chunks: list[list[_Piece]],
+    parts_total: dict[int, int],
+    budget_tokens: int = 0,
+    head_files: HeadFiles | None = None,
+    context_lines: int = 0,
 ) -> tuple[list[Chunk], dict[int, list[int]]]:
-    """Render packed pieces; also return file position -> chunk numbers holding it."""
+    """Render packed pieces (widened with context where ``head_files`` allow and the budget
+    leaves room); also return file position -> chunk numbers holding it."""
     placed: dict[int, list[int]] = {}
     built: list[Chunk] = []
     for number, content in enumerate(chunks, start=1):
-        blocks: list[str] = []
-        files: list[FileDiff] = []
+        parts: list[tuple[int, int] | None] = []
         for piece in content:
-            f = piece.file
             where = placed.setdefault(piece.pos, [])
             where.append(number)
             total = parts_total.get(piece.pos, 1)
-            part = (len(where), total) if total > 1 else None
-            sub = FileDiff(f.path, f.old_path, f.status, [u.hunk for u in piece.units])
-            blocks.append(render_file(sub, part))
-            files.append(sub)
-        text = "\n\n".join(blocks)
-        built.append(Chunk(number, len(chunks), text, estimate_tokens(text), files))
+            parts.append((len(where), total) if total > 1 else None)
+
+        hunks = [[u.hunk for u in p.units] for p in content]
+        text, files = _render_pieces(content, parts, hunks)
+        added = 0
+        if head_files and context_lines:
+            room = budget_tokens - estimate_tokens(text)
+            hunks, added = _widen(content, head_files, context_lines, room)
+            if added:
+                text, files = _render_pieces(content, parts, hunks)
+        built.append(Chunk(number, len(chunks), text, estimate_tokens(text), files, added))
     return built, placed
+
+
+def _render_pieces(
+    content: list[_Piece], parts: list[tuple[int, int] | None], hunks: list[list[Hunk]]
+) -> tuple[str, list[FileDiff]]:
+    """One chunk's text and file pieces, each piece with the given ``hunks``."""
+    files = [
+        FileDiff(p.file.path, p.file.old_path, p.file.status, hs)
+        for p, hs in zip(content, hunks, strict=True)
+    ]
+    text = "\n\n".join(render_file(f, part) for f, part in zip(files, parts, strict=True))
+    return text, files
+
+
+# -- context around changes ---------------------------------------------------------------------
+
+
+def _new_range(hunk: Hunk) -> tuple[int, int]:
+    """(first, last) new-file line a hunk covers; last < first for a hunk that only removes."""
+    first = hunk.new_start + (0 if hunk.new_len else 1)
+    return first, first + hunk.new_len - 1
+
+
+def _head_matches(f: FileDiff, lines: Sequence[str]) -> bool:
+    """Whether ``lines`` is the head version this diff was made against (every shown new-file
+    line reads the same), so a stale or wrong file never lends context."""
+    for hunk in f.hunks:
+        for ln in hunk.lines:
+            if (
+                ln.kind != "-"
+                and ln.new is not None
+                and (ln.new > len(lines) or lines[ln.new - 1].rstrip("\r") != ln.text)
+            ):
+                return False
+    return True
+
+
+@dataclass
+class _Grow:
+    """One hunk being widened: its bounds and how many lines it took above and below."""
+
+    hunk: Hunk
+    lines: Sequence[str]
+    lowest: int  # the lowest new-file line it may take above
+    highest: int  # the highest it may take below
+    above: int = 0
+    below: int = 0
+    stopped: list[bool] = field(default_factory=lambda: [False, False])
+
+    def line(self, n: int, above: bool) -> DiffLine:
+        h = self.hunk
+        first, last = _new_range(h)
+        old_first = h.old_start + (0 if h.old_len else 1)
+        offset = old_first - first if above else (old_first + h.old_len) - (last + 1)
+        text = self.lines[n - 1].rstrip("\r")
+        if len(text) > CONTEXT_LINE_CHARS:
+            text = text[: CONTEXT_LINE_CHARS - 1] + "…"
+        return DiffLine(" ", n + offset, n, text)
+
+    def header(self, above: int, below: int) -> str:
+        return _widened(self.hunk, above, below, []).header
+
+    def build(self) -> Hunk:
+        """The hunk with its context lines, its header numbers widened to match."""
+        if not (self.above or self.below):
+            return self.hunk
+        first, last = _new_range(self.hunk)
+        top = [self.line(n, True) for n in range(first - self.above, first)]
+        bottom = [self.line(n, False) for n in range(last + 1, last + 1 + self.below)]
+        return _widened(self.hunk, self.above, self.below, [*top, *self.hunk.lines, *bottom])
+
+
+def _widened(h: Hunk, above: int, below: int, lines: list[DiffLine]) -> Hunk:
+    """``h`` with ``above`` lines before it and ``below`` after it (header numbers adjusted)."""
+    if not (above or below):
+        return Hunk(h.old_start, h.old_len, h.new_start, h.new_len, h.heading, lines)
+    old_first = h.old_start + (0 if h.old_len else 1)
+    new_first = h.new_start + (0 if h.new_len else 1)
+    return Hunk(
+        old_first - above,
+        h.old_len + above + below,
+        new_first - above,
+        h.new_len + above + below,
+        h.heading,
+        lines,
+    )
+
+
+def _growers(f: FileDiff, units: list[_Unit], lines: Sequence[str], context: int) -> list[_Grow]:
+    """A :class:`_Grow` for each whole hunk of ``units``; the lines between two hunks of the
+    file are split between them (the upper half to the hunk above)."""
+    out: list[_Grow] = []
+    spans = [_new_range(h) for h in f.hunks]
+    for unit in units:
+        if not unit.whole:
+            continue
+        k = next((i for i, h in enumerate(f.hunks) if h is unit.hunk), None)
+        if k is None:
+            continue
+        first, last = spans[k]
+        lowest, highest = max(1, first - context), min(len(lines), last + context)
+        if k > 0:
+            prev_last = spans[k - 1][1]
+            gap = first - prev_last - 1
+            lowest = max(lowest, prev_last + 1 + (gap + 1) // 2)
+        if k + 1 < len(f.hunks):
+            next_first = spans[k + 1][0]
+            gap = next_first - last - 1
+            highest = min(highest, last + (gap + 1) // 2)
+        out.append(_Grow(unit.hunk, lines, lowest, highest))
+    return out
+
+
+def _widen(
+    content: list[_Piece], head_files: HeadFiles, context: int, room: int
+) -> tuple[list[list[Hunk]], int]:
+    """Every piece's hunks, widened ring by ring (one line above, one below, for each hunk in
+    turn) while each line and the header change it brings fit in ``room`` tokens; and how many
+    context lines were added."""
+    growers: list[list[_Grow]] = []
+    for piece in content:
+        lines = head_files.get(piece.file.path)
+        if lines is None or piece.file.status == "deleted" or not _head_matches(piece.file, lines):
+            growers.append([])
+            continue
+        growers.append(_growers(piece.file, piece.units, lines, context))
+    everyone = [g for gs in growers for g in gs]
+    added = 0
+    for _ in range(context):
+        moved = False
+        for g in everyone:
+            first, last = _new_range(g.hunk)
+            for side, above in ((0, True), (1, False)):
+                if g.stopped[side]:
+                    continue
+                n = first - g.above - 1 if above else last + g.below + 1
+                if (n < g.lowest) if above else (n > g.highest):
+                    g.stopped[side] = True
+                    continue
+                new_above, new_below = g.above + above, g.below + (not above)
+                cost = sum(line_tokens(s) for s in render_line(g.line(n, above)))
+                cost += line_tokens(g.header(new_above, new_below)) - line_tokens(
+                    g.header(g.above, g.below)
+                )
+                if cost > room:
+                    g.stopped[side] = True
+                    continue
+                room -= cost
+                g.above, g.below = new_above, new_below
+                added += 1
+                moved = True
+        if not moved:
+            break
+    by_hunk = {id(g.hunk): g for g in everyone}
+    out = []
+    for piece in content:
+        out.append(
+            [by_hunk[id(u.hunk)].build() if id(u.hunk) in by_hunk else u.hunk for u in piece.units]
+        )
+    return out, added
