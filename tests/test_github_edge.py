@@ -10,6 +10,7 @@ examples are added by ``tools/test/derive_spec.py``) and check through the recor
 
 from __future__ import annotations
 
+import copy
 import email.utils
 import io
 import json
@@ -46,7 +47,14 @@ from relay_review.github.errors import (
     PolicyRefError,
     github_errors,
 )
-from relay_review.github.event import NotPullRequestEvent, PullRequestEvent, load_event, parse_event
+from relay_review.github.event import (
+    CommentCommand,
+    NotPullRequestEvent,
+    PullRequestEvent,
+    event_for_comment,
+    load_event,
+    parse_event,
+)
 from relay_review.github.policy_ref import (
     PolicySource,
     check_descends,
@@ -92,11 +100,55 @@ def test_every_pull_request_example_parses(event_name: str) -> None:
 
 
 def test_other_events_are_not_pull_requests() -> None:
-    for name in ("push", "issue_comment"):
+    for name in ("push", "issues"):
         result = parse_event(name, webhook_examples(name)[0])
         assert isinstance(result, NotPullRequestEvent)
         assert result.event_name == name
         assert "not a pull request event" in result.reason
+
+
+def test_issue_comment_parses_to_a_comment_command() -> None:
+    for payload in webhook_examples("issue_comment"):
+        command = parse_event("issue_comment", payload)
+        assert isinstance(command, CommentCommand)
+        assert command.number == payload["issue"]["number"]
+        assert command.association == payload["comment"]["author_association"]
+        assert command.commenter == payload["comment"]["user"]["login"]
+        assert command.on_pull_request is ("pull_request" in payload["issue"])
+        assert not command.asks("/relay-review")  # "You are totally right! ..."
+
+
+@pytest.mark.parametrize(
+    ("body", "asks"),
+    [
+        ("/relay-review", True),
+        ("  /Relay-Review please\nthanks", True),
+        ("/relay-reviewer", False),
+        ("please /relay-review", False),
+        ("`/relay-review`", False),
+        ("", False),
+    ],
+)
+def test_trigger_word_starts_the_comment(body: str, asks: bool) -> None:
+    payload = copy.deepcopy(webhook_examples("issue_comment")[0])
+    payload["comment"]["body"] = body
+    command = parse_event("issue_comment", payload)
+    assert isinstance(command, CommentCommand)
+    assert command.asks("/relay-review") is asks
+
+
+def test_comment_event_takes_the_pull_request_from_the_api() -> None:
+    payload = copy.deepcopy(webhook_examples("issue_comment")[0])
+    payload["issue"]["pull_request"] = {"url": "https://api.github.com/repos/o/r/pulls/1"}
+    command = parse_event("issue_comment", payload)
+    assert isinstance(command, CommentCommand) and command.on_pull_request
+    pull = webhook_examples("pull_request")[0]["pull_request"]
+    event = event_for_comment(command, pull)
+    assert event.event_name == "issue_comment"
+    assert event.head_sha == pull["head"]["sha"] and event.base_sha == pull["base"]["sha"]
+    assert event.repo_full_name == payload["repository"]["full_name"]
+    with pytest.raises(EventError, match="pull request 1 from the API"):
+        event_for_comment(command, {"number": 1})
 
 
 def test_load_event_reads_the_file(tmp_path: Path) -> None:

@@ -273,6 +273,29 @@ def _findings_md(
     return "\n".join(lines)
 
 
+def suggestion_block(suggestion: str) -> str:
+    """A GitHub ``suggestion`` block (committable from the review comment). The text goes in
+    as it is: it was checked (:func:`relay_review.review.verdict.suggestion_problem`: no control
+    or bidi characters, no fence line) and any change would change the code committed; the
+    fence is longer than any backtick run inside, so it cannot end the block early."""
+    lines = suggestion_lines(suggestion) if suggestion else []
+    fence = fence_for(lines)
+    return "\n".join([f"{fence}suggestion", *lines, fence])
+
+
+def line_comment_body(finding: Mapping[str, Any]) -> str:
+    """An inline review comment for a verified finding: severity and message (escaped), and
+    its checked suggestion as a ``suggestion`` block when it carries one."""
+    body = (
+        f"**relay-review · {md_text(finding.get('severity', ''), 10)}**: "
+        f"{md_text(finding.get('message', ''), 3000)}"
+    )
+    suggestion = finding.get("suggestion")
+    if isinstance(suggestion, str) and finding.get("replaces"):
+        body += "\n\n" + suggestion_block(suggestion)
+    return body
+
+
 #: Lines of a suggestion shown in the sticky comment's diff block (the rest is cut, and said).
 SUGGESTION_SHOW_LINES = 60
 

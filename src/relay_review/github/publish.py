@@ -33,7 +33,7 @@ from relay_review.github.log import Secrets, say
 from relay_review.github.pr import head_sha
 from relay_review.github.review import LineComment, post_review
 from relay_review.models import Decision, NotPosted, RunReport
-from relay_review.render import comment_markdown, md_code, md_text
+from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 
 log = logging.getLogger("relay_review.publish")
 
@@ -180,17 +180,19 @@ def post_line_comments(
 ) -> dict[str, Any]:
     """Verified findings as one ``COMMENT`` review; refused ones are listed, none are lost (they
     are all in the sticky comment)."""
-    comments = [
-        LineComment(
-            path=f["path"],
-            line=int(f["line"]),
-            side=f.get("side") or "RIGHT",
-            body=secrets.redact(
-                f"**relay-review · {md_text(f['severity'], 10)}**: {md_text(f['message'], 3000)}"
-            ),
+    comments = []
+    for f in findings:
+        end = f.get("end_line") if f.get("suggestion") is not None and f.get("replaces") else None
+        last = int(end) if end else int(f["line"])  # a range comment is anchored at its end
+        comments.append(
+            LineComment(
+                path=f["path"],
+                line=last,
+                side=f.get("side") or "RIGHT",
+                body=secrets.redact(line_comment_body(f)),
+                start_line=int(f["line"]) if last > int(f["line"]) else None,
+            )
         )
-        for f in findings
-    ]
     summary = f"relay-review: {len(comments)} verified finding(s); the sticky comment has the rest."
     result = post_review(repo, event.number, event.head_sha, summary, comments)
     say(

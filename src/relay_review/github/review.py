@@ -8,7 +8,7 @@ batch is *not* followed by single posts: the review may exist, and posting again
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from github import GithubException
 from github.Repository import Repository
@@ -23,7 +23,9 @@ Side = Literal["LEFT", "RIGHT"]
 
 
 class LineComment(BaseModel):
-    """One line comment: ``line`` is the file line on ``side`` (RIGHT = the head version)."""
+    """One line comment: ``line`` is the file line on ``side`` (RIGHT = the head version);
+    ``start_line`` (same side, before ``line``) makes it a comment on a range of lines, as a
+    suggestion replacing several lines needs."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -31,6 +33,26 @@ class LineComment(BaseModel):
     line: int = Field(gt=0)
     side: Side = "RIGHT"
     body: str
+    start_line: int | None = Field(default=None, gt=0)
+
+    def payload(self) -> ReviewComment:
+        """The comment as the create-review API takes it."""
+        out: ReviewComment = {
+            "path": self.path,
+            "line": self.line,
+            "side": self.side,
+            "body": self.body,
+        }
+        if self.start_line is not None and self.start_line < self.line:
+            out["start_line"] = self.start_line
+            out["start_side"] = self.side
+        return out
+
+    def extra(self) -> dict[str, Any]:
+        """The range arguments of a single review comment (empty for one line)."""
+        if self.start_line is not None and self.start_line < self.line:
+            return {"start_line": self.start_line, "start_side": self.side}
+        return {}
 
 
 class Refused(BaseModel):
@@ -76,9 +98,7 @@ def post_review(
         return ReviewResult(mode="none", detail="no line comments to post")
     pull = repo.get_pull(number)
     commit = repo.get_commit(commit_sha)  # lazy client: no request, only the SHA is used
-    payload: list[ReviewComment] = [
-        {"path": c.path, "line": c.line, "side": c.side, "body": c.body} for c in comments
-    ]
+    payload: list[ReviewComment] = [c.payload() for c in comments]
     try:
         review = pull.create_review(commit=commit, body=body, event="COMMENT", comments=payload)
     except GithubException as exc:
@@ -105,7 +125,9 @@ def post_review(
     refused: list[Refused] = []
     for c in comments:
         try:
-            pull.create_review_comment(c.body, commit_sha, c.path, line=c.line, side=c.side)
+            pull.create_review_comment(
+                c.body, commit_sha, c.path, line=c.line, side=c.side, **c.extra()
+            )
         except GithubException as exc:
             refused.append(Refused(comment=c, reason=_reason(exc)))
             if exc.status in (401, 403):  # no write access: the rest will fail the same way
