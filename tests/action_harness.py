@@ -19,6 +19,7 @@ import base64
 import copy
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -75,6 +76,33 @@ def api_file(name: str, status: str, patch: str | None, adds: int, dels: int) ->
         entry["patch"] = patch
     return entry
 
+
+#: ``app/auth.py`` at the head: the file PATCH was made against (context around its hunk).
+HEAD_AUTH_LINES = [
+    "from app.db import db",
+    "from app.users import find_user",
+    "",
+    "",
+    "def ok(user):",
+    "    return {'user': user.name}",
+    "",
+    "",
+    "def login(request):",
+    '    user = find_user(request.form["name"])',
+    f"    {QUERY_LINE}",
+    "    rows = db.execute(query)",
+    "    if rows:",
+    "        return ok(user)",
+    "    return denied()",
+    "",
+    "",
+    "def denied():",
+    "    return {'error': 'denied'}",
+    "",
+]
+HEAD_AUTH = "\n".join(HEAD_AUTH_LINES)
+#: The conventional guidelines file (read at the base commit when the policy names none).
+GUIDELINES_PATH = ".github/relay-review.md"
 
 FILES = [
     api_file("app/auth.py", "modified", PATCH, 3, 1),
@@ -165,18 +193,19 @@ def policy_toml(fleet: FaultFleet, *accounts: str, head: str = FAST) -> str:
     return "\n".join(parts)
 
 
-def contents_body(repo: str, text: str) -> dict[str, Any]:
-    """A contents-API answer for the policy file (``type: file``, base64 content)."""
+def contents_body(repo: str, text: str, path: str = POLICY_PATH) -> dict[str, Any]:
+    """A contents-API answer for a file (``type: file``, base64 content): the policy file
+    unless ``path`` says otherwise."""
     raw = text.encode()
     return {
         "type": "file",
         "encoding": "base64",
         "size": len(raw),
-        "name": "relay-review.toml",
-        "path": POLICY_PATH,
+        "name": path.rsplit("/", 1)[-1],
+        "path": path,
         "content": base64.encodebytes(raw).decode(),
         "sha": "3d21ec53a331a6f037a91c368710b99387d012c1",
-        "url": f"https://api.github.com/repos/{repo}/contents/{POLICY_PATH}",
+        "url": f"https://api.github.com/repos/{repo}/contents/{path}",
         "git_url": None,
         "html_url": None,
         "download_url": None,
@@ -324,6 +353,14 @@ def start_action(
     """
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
+    # after the test's own rules (the first match wins): no guidelines file at the base, and
+    # the head version of app/auth.py (context around its hunk)
+    mock.stub(
+        "GET", f"/contents/{re.escape(GUIDELINES_PATH)}$", 404, {"message": "Not Found"}, times=None
+    )
+    mock.stub(
+        "GET", "/contents/app/auth.py$", 200, contents_body(REPO, HEAD_AUTH, "app/auth.py"), None
+    )
     workspace, temp = root / "workspace", root / "runner-temp"
     workspace.mkdir(parents=True)
     temp.mkdir()

@@ -60,7 +60,7 @@ def test_review_posts_one_sticky_comment(
     run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout + run.stderr
     # inline policy without orchestrator-repo is the whole policy: no policy file is read
-    assert not github_mock.calls(path_regex="/contents/")
+    assert not github_mock.calls(path_regex=f"/contents/{POLICY_PATH}$")
     (body,) = posted_bodies(github_mock)
     assert len(github_mock.calls("POST", f"/repos/{REPO}/issues/{NUMBER}/comments$")) == 1
     assert body.startswith(MARKER + "\n")
@@ -183,7 +183,7 @@ def test_base_branch_policy_read_at_base_sha(
     github_mock.stub("GET", "/contents/", 200, contents_body(REPO, policy_toml(fleet, "acme")))
     run = run_action(tmp_path, github_mock)
     assert run.code == 0, run.stdout
-    (read,) = github_mock.calls("GET", "/contents/")
+    (read,) = github_mock.calls("GET", f"/contents/{POLICY_PATH}$")
     assert (read.path, read.query) == (f"/repos/{REPO}/contents/{POLICY_PATH}", f"ref={base_sha}")
     assert run.report is not None
     assert run.report["provenance"] == f"{REPO}@{base_sha[:12]} (base of the pull request: master)"

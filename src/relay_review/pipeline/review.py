@@ -62,6 +62,8 @@ from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 
 log = logging.getLogger("relay_review.pipeline")
+#: A finding's suggestion keys: kept on verified findings only (an unverified one is not shown).
+SUGGESTION_KEYS = {"end_line", "suggestion", "replaces"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -201,7 +203,8 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
             out.attempts.append(verdict.repair)
         out.verified.append(verdict.verified)
         out.unverified += [
-            UnverifiedFinding(**f.model_dump(), reason=why) for f, why in verdict.unverified
+            UnverifiedFinding(**f.model_dump(exclude=SUGGESTION_KEYS), reason=why)
+            for f, why in verdict.unverified
         ]
         out.dropped += sum(1 for f, _ in verdict.unverified if points_at_shown_code(f, chunk.index))
         if verdict.summary:
