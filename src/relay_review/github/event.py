@@ -214,6 +214,8 @@ def event_for_comment(command: CommentCommand, pull: Mapping[str, Any]) -> PullR
     except ValidationError as exc:
         raise EventError(f"pull request {command.number} from the API: {_describe(exc)}") from None
     repo = _Repo(full_name=command.repo_full_name, private=command.private)
+    # the pull request asked for is the one commented on (and the one fetched)
+    pr = pr.model_copy(update={"number": command.number})
     return _pull_request(COMMENT_EVENT, command.action, pr, repo)
 
 
