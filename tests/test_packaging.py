@@ -225,7 +225,14 @@ def test_review_workflow_never_checks_out_the_pull_request_head():
     for step in job["steps"]:
         ref = str((step.get("with") or {}).get("ref", ""))
         assert "head" not in ref and "merge" not in ref, f"checks out PR code: {step}"
-    assert "cancel-in-progress" in workflow["concurrency"]
+    # at job level: a skipped job (a comment that is no trigger) never cancels a running review
+    assert "cancel-in-progress" in job["concurrency"]
+    assert workflow[True]["issue_comment"] == {"types": ["created"]}
+    text = path.read_text(encoding="utf-8")
+    # the comment body (hostile text) is never expanded into a shell or an input
+    for step in job["steps"]:
+        assert "comment" not in json.dumps(step.get("with") or {}) + str(step.get("run", ""))
+    assert text.count("github.event.comment.body") == 1  # the job's `if:` startsWith only
     inputs = set(_action()["inputs"])
     for step in job["steps"]:
         if step.get("uses") == "./":
