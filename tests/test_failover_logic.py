@@ -97,7 +97,7 @@ async def test_serving_starts_on_first_ready_route_while_probes_are_in_flight():
     assert time.monotonic() - start < 1.0  # did not wait for the stalled probe (3 s)
     rows = {r["model"]: r for r in session.readiness()}
     assert rows["healthy"]["status"] == "ready"
-    assert rows["stall"]["status"] == "unprobed" and "abandoned" in rows["stall"]["detail"]
+    assert rows["stall"]["status"] == "abandoned" and "abandoned" in rows["stall"]["detail"]
 
 
 async def test_deferred_never_served_before_ready_or_unprobed():
@@ -153,10 +153,11 @@ async def test_at_most_one_probe_per_route_and_small_probes():
 
 
 async def test_auth_failure_takes_the_whole_account_out():
+    """A direct provider's 401 condemns its account (a gateway's: see test_provider_signals)."""
     raws = [
         {
             "account": a,
-            "provider": "openai_compatible",
+            "provider": "nvidia_nim",
             "model": m,
             "base_url": "http://x/v1",
             "api_key_env": "K",

@@ -63,6 +63,12 @@ class Deadlines(BaseModel):
     first_byte: float = Field(20.0, gt=0, description="call start -> headers and first body byte")
     idle: float = Field(30.0, gt=0, description="longest silent gap once the body is streaming")
     attempt: float = Field(180.0, gt=0, description="the whole call, end to end")
+    first_token: float = Field(
+        60.0,
+        gt=0,
+        description="call start -> first content or reasoning delta (keep-alive comments are "
+        "bytes, not tokens); never longer than ``attempt`` in effect",
+    )
 
 
 class OutcomeKind(StrEnum):
@@ -87,6 +93,7 @@ class Phase(StrEnum):
     CONNECT = "connect"
     FIRST_BYTE = "first_byte"
     IDLE = "idle"
+    FIRST_TOKEN = "first_token"  # noqa: S105 (a phase name, not a password)
     ATTEMPT = "attempt"
 
 
@@ -101,6 +108,9 @@ class Outcome(BaseModel):
     finish_reason: str | None = None
     usage: dict | None = None
     retry_after: float | None = None
+    daily_quota: bool = Field(False, description="a per-day quota is used up (see hints.py)")
+    quota_exhausted: bool = Field(False, description="X-RateLimit-Remaining: 0 on the account")
+    reset_at: str | None = Field(None, description="ISO UTC time the retry_after wait ends")
     phase: Phase | None = None
     detail: str = ""
     first_byte_s: float | None = None
@@ -109,6 +119,21 @@ class Outcome(BaseModel):
     @property
     def ok(self) -> bool:
         return self.kind is OutcomeKind.OK
+
+    @property
+    def prompt_tokens(self) -> int | None:
+        """Prompt tokens the provider counted (``usage.prompt_tokens``), if it said."""
+        return _token_count(self.usage, "prompt_tokens")
+
+    @property
+    def completion_tokens(self) -> int | None:
+        """Completion tokens the provider counted (``usage.completion_tokens``), if it said."""
+        return _token_count(self.usage, "completion_tokens")
+
+
+def _token_count(usage: dict | None, key: str) -> int | None:
+    value = (usage or {}).get(key)
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
 
 
 class Cost(StrEnum):
@@ -206,6 +231,7 @@ class Readiness(StrEnum):
     REJECTED = "rejected"
     TIMEOUT = "timeout"
     UNPROBED = "unprobed"
+    ABANDONED = "abandoned"
 
 
 class Probe(BaseModel):
@@ -219,7 +245,8 @@ class Probe(BaseModel):
     first_byte_s: float | None = None
     latency_s: float | None = None
     detail: str = ""
-    retry_after: float | None = Field(None, exclude=True)
+    retry_after: float | None = Field(None, description="seconds the route asked to wait")
+    reset_at: str | None = Field(None, description="ISO UTC time that wait ends (quota reset)")
     finished_at: float | None = Field(None, exclude=True, description="monotonic clock")
     sent: bool = Field(False, exclude=True)
 
@@ -237,6 +264,8 @@ class Attempt(BaseModel):
     started_s: float = Field(description="seconds since the run started")
     detail: str = ""
     purpose: str = Field("serve", description="serve, or repair (the review's one repair round)")
+    prompt_tokens: int | None = Field(None, description="usage the provider reported, if any")
+    completion_tokens: int | None = None
 
 
 class ServedBy(BaseModel):
@@ -274,8 +303,8 @@ class Stopped(StrEnum):
 
 
 class RouteStatus(StrEnum):
-    """The readiness table's preflight column: :class:`Readiness`, plus ``abandoned`` for a probe
-    that went out but was cancelled when the run finished (reported as ``unprobed``)."""
+    """The readiness table's preflight column and the JSON ``status``: :class:`Readiness`, whose
+    ``abandoned`` is a probe that went out but was cancelled when the run finished."""
 
     READY = "ready"
     DEFERRED = "deferred"
@@ -285,7 +314,8 @@ class RouteStatus(StrEnum):
     ABANDONED = "abandoned"
 
 
-#: The word a probe's detail carries when the session cancelled it in flight.
+#: The word an abandoned probe's detail carried in reports written before ``abandoned`` was a
+#: status of its own (such reports still read back with the right column).
 ABANDONED_MARK = "abandoned"
 
 
@@ -399,10 +429,13 @@ class ProbeReport(_Row):
     first_byte_s: float | None = None
     latency_s: float | None = None
     detail: str | None = ""
+    retry_after: float | None = None
+    reset_at: str | None = None
 
     @property
     def column(self) -> str:
-        """The preflight column: an abandoned probe is not silently ``unprobed``."""
+        """The preflight column (the status; an old report's abandoned probe is not
+        silently ``unprobed``)."""
         if self.status == RouteStatus.UNPROBED and ABANDONED_MARK in (self.detail or ""):
             return RouteStatus.ABANDONED
         return self.status
@@ -421,6 +454,8 @@ class AttemptReport(_Row):
     started_s: float | None = None
     detail: str | None = ""
     purpose: str = "serve"
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
 
 
 class Verdict(BaseModel):

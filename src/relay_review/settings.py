@@ -124,19 +124,39 @@ class PreflightPolicy(_Section):
     probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
 
 
+#: ``serving.first_token`` when unset (it is then also at most ``serving.attempt``).
+FIRST_TOKEN_DEFAULT = 60.0
+
+
 class ServingPolicy(_Section):
-    """``[serving]``: the named deadlines (seconds) of every chat call and of the whole run."""
+    """``[serving]``: the named deadlines (seconds) of every chat call and of the whole run.
+
+    ``first_token`` (call start -> first content or reasoning delta) lies inside ``attempt``:
+    set explicitly it must be at most ``attempt``; unset it is 60 s or ``attempt`` if shorter.
+    """
 
     connect: float = _opt(5.0, "a number of seconds > 0", **_SECONDS)
     first_byte: float = _opt(20.0, "a number of seconds > 0", **_SECONDS)
+    first_token: float | None = _opt(None, "a number of seconds > 0", **_SECONDS)
     idle: float = _opt(30.0, "a number of seconds > 0", **_SECONDS)
     attempt: float = _opt(180.0, "a number of seconds > 0", **_SECONDS)
     deadline: float = _opt(600.0, "a number of seconds > 0", **_SECONDS)
 
+    @property
+    def first_token_bound(self) -> float:
+        """The first_token bound in effect (the default capped by ``attempt``)."""
+        if self.first_token is not None:
+            return self.first_token
+        return min(FIRST_TOKEN_DEFAULT, self.attempt)
+
     def deadlines(self) -> Deadlines:
         """The per-call bounds as the record the chat client takes."""
         return Deadlines(
-            connect=self.connect, first_byte=self.first_byte, idle=self.idle, attempt=self.attempt
+            connect=self.connect,
+            first_byte=self.first_byte,
+            idle=self.idle,
+            attempt=self.attempt,
+            first_token=self.first_token_bound,
         )
 
 
@@ -244,8 +264,9 @@ class Layer:
     """One source of policy values, laid over the sources before it.
 
     ``source`` names it in error messages (a file path, ``input `policy```, ``command line``).
-    ``caps_attempt``: a deadline set here lowers the ``serving.attempt`` it inherits from the
-    layers below (one attempt never outlasts the run), unless this layer sets the attempt too;
+    ``caps_attempt``: a deadline set here lowers the ``serving.attempt`` (and an inherited
+    ``serving.first_token``) it inherits from the layers below (one attempt never outlasts the
+    run), unless this layer sets the attempt too;
     flags and action inputs work this way, so ``--deadline 5`` alone needs no policy edit while
     ``--attempt-timeout 900 --deadline 5`` is refused like the same two keys in a file.
     """
@@ -291,18 +312,24 @@ def merge_layers(layers: Sequence[Layer]) -> Policy:
         merged = merge_policy_data(merged, layer.data)
         serving = layer.data.get("serving") or {}
         if layer.caps_attempt and "deadline" in serving and "attempt" not in serving:
-            merged = _cap_attempt(merged, serving["deadline"])
+            merged = _cap_attempt(
+                merged, serving["deadline"], first_token="first_token" not in serving
+            )
     return validate_policy_data(
         merged, " + ".join(layer.source for layer in layers) or "built-in defaults"
     )
 
 
-def _cap_attempt(data: dict[str, Any], deadline: float) -> dict[str, Any]:
-    """Lower ``serving.attempt`` (set below, or the default) to ``deadline`` when it is longer."""
+def _cap_attempt(data: dict[str, Any], deadline: float, *, first_token: bool) -> dict[str, Any]:
+    """Lower ``serving.attempt`` (set below, or the default) to ``deadline`` when it is longer,
+    and (``first_token``: this layer does not set it) an inherited ``serving.first_token`` too."""
     serving = dict(data.get("serving") or {})
     attempt = serving.get("attempt", ServingPolicy.model_fields["attempt"].default)
     if isinstance(attempt, int | float) and attempt > deadline:
         serving["attempt"] = deadline
+    inherited = serving.get("first_token")
+    if first_token and isinstance(inherited, int | float) and inherited > deadline:
+        serving["first_token"] = deadline
     return {**data, "serving": serving}
 
 
@@ -390,6 +417,11 @@ def _check_consistency(policy: Policy, source: str) -> None:
         raise UsageError(
             f"{source}: serving.attempt = {_show(serving.attempt)} is not allowed; use a number "
             f"of seconds > 0 and at most serving.deadline ({_show(serving.deadline)})"
+        )
+    if serving.first_token is not None and serving.first_token > serving.attempt:
+        raise UsageError(
+            f"{source}: serving.first_token = {_show(serving.first_token)} is not allowed; use a "
+            f"number of seconds > 0 and at most serving.attempt ({_show(serving.attempt)})"
         )
 
 

@@ -67,6 +67,7 @@ FLAG_KEYS: dict[str, str] = {
     "connect_timeout": "serving.connect",
     "deadline": "serving.deadline",
     "first_byte_timeout": "serving.first_byte",
+    "first_token_timeout": "serving.first_token",
     "idle_timeout": "serving.idle",
     "attempt_timeout": "serving.attempt",
 }
@@ -145,6 +146,13 @@ def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -
     flag("--deadline", "serving.deadline", seconds, "whole run, probes included (600)")
     if serving:
         flag("--first-byte-timeout", "serving.first_byte", seconds, "request -> first byte, s (20)")
+        flag(
+            "--first-token-timeout",
+            "serving.first_token",
+            seconds,
+            "request -> first content or reasoning token; keep-alive comments do not count, "
+            "s (60, at most the attempt bound)",
+        )
         flag("--idle-timeout", "serving.idle", seconds, "longest silent gap while streaming (30)")
         flag("--attempt-timeout", "serving.attempt", seconds, "one whole attempt, s (180)")
 

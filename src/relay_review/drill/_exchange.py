@@ -17,6 +17,7 @@ from relay_review.drill._wire import Conn, error_body, phrase
 from relay_review.drill.script import Behaviour, Reply
 
 KEEPALIVE_COMMENT = b": OPENROUTER PROCESSING\n\n"
+PING_COMMENT = b": ping\n\n"
 
 
 class Exchange:
@@ -62,20 +63,28 @@ class Exchange:
         b = self.b
         extra: dict[str, str] = {}
         metadata: dict[str, Any] = {}
+        message = STATUS_MESSAGES.get(status) or phrase(status) or f"HTTP {status}"
+        if status == 429 and b.retry_style in _PROVIDER_429:
+            payload = _PROVIDER_429[b.retry_style](b.retry_after or 0.0)
+            await self.conn.json(429, payload)
+            return
         if status == 429 and b.retry_after is not None:
             wait = b.retry_after
             if b.retry_style == "header":
                 extra["Retry-After"] = f"{wait:g}"
+            elif b.retry_style == "litellm":
+                extra["llm_provider-retry-after"] = f"{wait:g}"
             elif b.retry_style == "date":
                 extra["Retry-After"] = email.utils.formatdate(time.time() + wait, usegmt=True)
-            elif b.retry_style == "meta":
+            elif b.retry_style in ("meta", "daily"):
                 reset_ms = int((time.time() + wait) * 1000)
                 metadata["headers"] = {
-                    "X-RateLimit-Limit": "20",
+                    "X-RateLimit-Limit": "50" if b.retry_style == "daily" else "20",
                     "X-RateLimit-Remaining": "0",
                     "X-RateLimit-Reset": str(reset_ms),
                 }
-        message = STATUS_MESSAGES.get(status) or phrase(status) or f"HTTP {status}"
+                if b.retry_style == "daily":
+                    message = "Rate limit exceeded: free-models-per-day. Add 10 credits to unlock"
         if b.kind == "context":
             message = (
                 "This endpoint's maximum context length is 8192 tokens. "
@@ -157,9 +166,18 @@ class Exchange:
         for i in range(self.b.n):
             if i:
                 await asyncio.sleep(self.b.gap)
-            await self.conn.chunk(KEEPALIVE_COMMENT)
+            if self.b.reasoning:
+                await self._event(self._chunk({"role": "assistant", "reasoning": f"step {i}. "}))
+            else:
+                await self.conn.chunk(KEEPALIVE_COMMENT)
         await asyncio.sleep(self.b.gap)
         await self._stream_body(pieces, finish)
+
+    async def _pings(self) -> None:
+        await self.conn.head(200, "text/event-stream", length=None)
+        while True:
+            await self.conn.chunk(PING_COMMENT)
+            await asyncio.sleep(self.b.gap)
 
     async def _cut(self) -> None:
         pieces = ([*re.findall(r"\s*\S+", self._text()), *[" ..."] * self.b.n])[: self.b.n]
@@ -175,7 +193,13 @@ class Exchange:
         self.conn.abort = self.b.rst
 
     async def _sse_error(self) -> None:
-        error = {"code": 502, "message": self._leaked("Provider disconnected unexpectedly")}
+        code = self.b.code if self.b.code is not None else 502
+        text = "Provider disconnected unexpectedly"
+        if code == 429:
+            text = "Rate limit reached for requests."
+            if self.b.retry_after is not None:
+                text += f" Please try again in {self.b.retry_after:g}s."
+        error = {"code": code, "message": self._leaked(text)}
         if not self.stream:
             payload = self._completion("", "error", 0)
             payload["error"] = error
@@ -301,6 +325,67 @@ class Exchange:
             "completion_tokens": completion_tokens,
             "total_tokens": prompt + completion_tokens,
         }
+
+
+def _groq_429(wait: float) -> dict:
+    """Groq's documented 429 body: the wait only in the message."""
+    return {
+        "error": {
+            "message": "Rate limit reached for model `llama-3.1-8b-instant` on requests per day "
+            f"(RPD): Limit 14400, Used 14400, Requested 1. Please try again in {wait:g}s.",
+            "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+
+
+def _gemini_429(wait: float) -> list:
+    """Gemini's OpenAI-compatible 429: a one-item list, RESOURCE_EXHAUSTED, a PerDay quota."""
+    return [
+        {
+            "error": {
+                "code": 429,
+                "message": f"You exceeded your current quota. Please retry in {wait:g}s.",
+                "status": "RESOURCE_EXHAUSTED",
+                "details": [
+                    {
+                        "@type": "type.googleapis.com/google.rpc.QuotaFailure",
+                        "violations": [
+                            {
+                                "quotaMetric": "generativelanguage.googleapis.com/"
+                                "generate_content_free_tier_requests",
+                                "quotaId": "GenerateRequestsPerDayPerProjectPerModel-FreeTier",
+                            }
+                        ],
+                    },
+                    {
+                        "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                        "retryDelay": f"{wait:g}s",
+                    },
+                ],
+            }
+        }
+    ]
+
+
+def _cloudflare_429(wait: float) -> dict:
+    """Cloudflare Workers AI's daily-allocation 429 (resets 00:00 UTC; ``wait`` unused)."""
+    return {
+        "success": False,
+        "errors": [
+            {
+                "code": 4006,
+                "message": "you have used up your daily free allocation of 10,000 neurons, "
+                "please upgrade to Cloudflare's Workers Paid plan if you would like to continue "
+                "usage.",
+            }
+        ],
+        "messages": [],
+        "result": None,
+    }
+
+
+_PROVIDER_429 = {"groq": _groq_429, "gemini": _gemini_429, "cloudflare": _cloudflare_429}
 
 
 STATUS_MESSAGES = {

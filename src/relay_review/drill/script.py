@@ -9,8 +9,9 @@ and ``b/stall`` are two stalled models) or given explicitly per model id::
     script := step (">" step)*            steps run in order; the last one repeats forever
     step   := kind ["@" arg ("," arg)*] ["*" N]   "*N": this step serves N requests (default 1)
     arg    := number                      the kind's main parameter (below)
-            | name "=" number             delay, gap, n, retry_after
-            | flag                        stall, rst, leak, nim, date, meta, noheader
+            | name "=" number             delay, gap, n, retry_after, code
+            | flag                        stall, rst, leak, nim, date, meta, noheader, litellm,
+                                          daily, groq, gemini, cloudflare, reasoning
 
 ========================  ============  ==========================================================
 kind                      main param    what the server does (``delay`` always waits before it)
@@ -23,10 +24,15 @@ kind                      main param    what the server does (``delay`` always w
                                         (``rst``: abort the socket instead of a clean close)
 ``drip``                  gap (0.2)     ``n`` (10) content chunks, ``gap`` seconds before each
 ``keepalive``             gap (0.2)     ``n`` (3) ``: OPENROUTER PROCESSING`` comments ``gap``
-                                        apart, then the reply
+                                        apart, then the reply (``reasoning``: the first ``n``
+                                        events are ``reasoning`` deltas instead of comments)
+``pings``                 gap (1)       200 ``text/event-stream``, then only ``: ping`` comments
+                                        ``gap`` apart, forever (LiteLLM's keep-alive while its
+                                        upstream is silent)
 ``error-body``            delay         200 ``application/json`` ``{"error": {...}}``
-``sse-error``             delay         one chunk, then an error event (``error`` object and
-                                        ``finish_reason: "error"``), then ``[DONE]``
+``sse-error``             delay         one chunk, then an error event (``error`` object with
+                                        ``code`` (502; ``code=429`` says "Please try again in
+                                        <retry_after>s"), ``finish_reason: "error"``), ``[DONE]``
 ``finish-error``          delay         one chunk, then ``finish_reason: "error"`` (no error object)
 ``no-finish``             delay         content chunks, then a clean end without finish/[DONE]
 ``finish-stall``          delay         the whole reply with its finish_reason, then silence
@@ -43,7 +49,12 @@ kind                      main param    what the server does (``delay`` always w
 ``429``                   retry_after   ``Retry-After: <s>`` (default 30; ``date``: as an
                                         HTTP-date; ``meta``: only OpenRouter's
                                         ``error.metadata.headers.X-RateLimit-Reset``;
-                                        ``noheader``: no hint at all)
+                                        ``noheader``: no hint at all; ``litellm``: as
+                                        ``llm_provider-retry-after``; ``daily``: OpenRouter's
+                                        ``free-models-per-day`` body, remaining 0, reset in
+                                        ``retry_after`` s; ``groq``: only "Please try again in
+                                        <s>s" in the message; ``gemini``: ``RESOURCE_EXHAUSTED``
+                                        with a ``PerDay`` quota id; ``cloudflare``: code 4006)
 ========================  ============  ==========================================================
 
 ``leak`` makes the reply or error message echo the ``Authorization`` header it received (for
@@ -68,7 +79,9 @@ from typing import Any, Literal
 __all__ = ["KINDS", "Behaviour", "Reply", "Script", "parse_script", "script_of"]
 
 Reply = str | Callable[[dict], str]
-RetryStyle = Literal["header", "date", "meta", "noheader"]
+RetryStyle = Literal[
+    "header", "date", "meta", "noheader", "litellm", "daily", "groq", "gemini", "cloudflare"
+]
 
 #: kind -> name of its main (positional) parameter. Numeric status kinds are handled apart.
 KINDS: dict[str, str] = {
@@ -78,6 +91,7 @@ KINDS: dict[str, str] = {
     "cut": "n",
     "drip": "gap",
     "keepalive": "gap",
+    "pings": "gap",
     "error-body": "delay",
     "sse-error": "delay",
     "finish-error": "delay",
@@ -91,8 +105,9 @@ KINDS: dict[str, str] = {
     "context": "delay",
 }
 _DEFAULT_N = {"cut": 2, "drip": 10, "keepalive": 3}
-_DEFAULT_GAP = {"drip": 0.2, "keepalive": 0.2}
-_FLAGS = {"stall", "rst", "leak", "nim", "date", "meta", "noheader"}
+_DEFAULT_GAP = {"drip": 0.2, "keepalive": 0.2, "pings": 1.0}
+_RETRY_STYLES = {"date", "meta", "noheader", "litellm", "daily", "groq", "gemini", "cloudflare"}
+_FLAGS = {"stall", "rst", "leak", "nim", "reasoning", *_RETRY_STYLES}
 _STEP_RE = re.compile(r"^(?P<kind>[a-z0-9-]+)(?:@(?P<args>[^*]*))?(?:\*(?P<times>\d+))?$")
 
 
@@ -110,6 +125,8 @@ class Behaviour:
     rst: bool = False
     leak: bool = False
     nim: bool = False
+    reasoning: bool = False
+    code: int | None = None
     reply: Reply | None = None
     times: int | None = None
 
@@ -158,16 +175,16 @@ def parse_script(spec: str, *, reply: Reply | None = None) -> Script:
                     raise ValueError(f"unknown flag {arg!r} in {spec!r} (flags: {sorted(_FLAGS)})")
                 _set_flag(values, arg)
                 continue
-            if name not in ("delay", "gap", "n", "retry_after") or not _is_number(value):
+            if name not in ("delay", "gap", "n", "retry_after", "code") or not _is_number(value):
                 raise ValueError(f"bad parameter {arg!r} in {spec!r}")
-            values[name] = int(float(value)) if name == "n" else float(value)
+            values[name] = int(float(value)) if name in ("n", "code") else float(value)
         times = int(match["times"]) if match["times"] else None
         steps.append(Behaviour(kind=kind, reply=reply, times=times, **values))
     return tuple(steps)
 
 
 def _set_flag(values: dict[str, Any], flag: str) -> None:
-    if flag in ("date", "meta", "noheader"):
+    if flag in _RETRY_STYLES:
         values["retry_style"] = flag
     elif flag == "stall":
         values["stall_body"] = True

@@ -13,6 +13,13 @@ named deadline (:class:`~relay_review.models.Deadlines`):
     For an error status the headers end this phase; the error body is then read under ``idle``.
 ``idle``
     The longest silent gap between two body chunks once the body is flowing.
+``first_token``
+    From the start of the call to the first content or reasoning delta (``content``,
+    ``reasoning``, ``reasoning_content``). SSE comments (``: ping``, ``: OPENROUTER PROCESSING``)
+    keep ``first_byte`` and ``idle`` satisfied but are not tokens: a route that only pings is cut
+    here (a ``timeout`` in phase ``first_token``, detail ``first_token: keep-alive only``). It
+    ends with the first token, an error status, or a reply that is not a stream; in effect it is
+    never longer than ``attempt`` (the policy refuses ``first_token > attempt``).
 ``attempt``
     The whole call, end to end (an ``asyncio`` timeout around everything).
 
@@ -35,11 +42,17 @@ HTTP status             outcome kind
 408                     ``server_error`` with ``http_status=408`` (the provider timed out;
                         may recover, like 5xx)
 413                     ``context_too_long``
-429                     ``rate_limited`` with ``retry_after`` when the reply says when
+429                     ``rate_limited`` with ``retry_after`` when the reply says when,
+                        ``daily_quota`` / ``quota_exhausted`` (:mod:`.hints`)
 other 4xx               ``bad_request``
 5xx                     ``server_error``
 1xx/3xx                 ``bad_reply`` (redirects are not followed)
 ======================  ==============================================================
+
+A mid-stream error (an SSE ``error`` event, or ``finish_reason: "error"`` with an error object)
+carrying a code is classified by the same table: 429 is ``rate_limited`` and 5xx/408
+``server_error`` (routes may recover, so preflight defers them); without a retryable code it is
+a ``bad_reply``.
 """
 
 from __future__ import annotations
@@ -50,17 +63,17 @@ import json
 import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
-from datetime import UTC, datetime
+from datetime import datetime
 from typing import Any
 
 import httpx
 from httpx_sse import EventSource
 
-from relay_review._http import parse_retry_after
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
+from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
-__all__ = ["chat_call", "classify_http_error"]
+__all__ = ["chat_call", "classify_http_error", "key_check"]
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200
@@ -80,6 +93,8 @@ _CONTEXT_RE = re.compile(
     re.IGNORECASE,
 )
 _WS_RE = re.compile(r"\s+")
+#: Delta fields that carry a reasoning model's thinking: tokens for the first_token bound.
+REASONING_KEYS = ("reasoning", "reasoning_content")
 
 
 async def chat_call(
@@ -111,10 +126,38 @@ async def chat_call(
     call = _Call(deadlines)
     try:
         async with asyncio.timeout_at(call.loop_start + deadlines.attempt):
-            outcome = await call.exchange(client, url, headers, body)
+            outcome = await call.exchange_until_first_token(client, url, headers, body)
     except TimeoutError:
         outcome = call.timed_out(Phase.ATTEMPT)
     return _scrub(outcome, api_key)
+
+
+async def key_check(
+    client: httpx.AsyncClient, *, base_url: str, api_key: str | None, deadlines: Deadlines
+) -> bool | None:
+    """Whether one authenticated ``GET {base_url}/models`` refuses the key (401/403: True).
+
+    A gateway passes an upstream's 401/402/403 through for one model; this call tells a bad
+    gateway key (the listing refuses it too) from one bad upstream. False: the listing accepted
+    the key; None: no answer within ``deadlines`` (connect, first byte, attempt) or another
+    status, so nothing is confirmed.
+    """
+    headers = {"Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    timeout = httpx.Timeout(
+        connect=deadlines.connect, read=deadlines.first_byte, write=None, pool=deadlines.connect
+    )
+    url = base_url.rstrip("/") + "/models"
+    try:
+        async with asyncio.timeout(min(deadlines.attempt, deadlines.first_byte)):
+            async with client.stream("GET", url, headers=headers, timeout=timeout) as response:
+                status = response.status_code
+    except (TimeoutError, httpx.HTTPError, httpx.InvalidURL):
+        return None
+    if status in (401, 403):
+        return True
+    return False if 200 <= status < 300 else None
 
 
 def classify_http_error(
@@ -126,11 +169,11 @@ def classify_http_error(
     ``Retry-After`` forms). Timing fields are left for the caller to fill in.
     """
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
-    payload = _loads(text)
+    payload = error_payload(_loads(text))
     message = _error_message(payload, text)
     detail = _short(f"HTTP {status}: {message}" if message else f"HTTP {status}")
     metadata = _error_metadata(payload)
-    retry_after: float | None = None
+    hint = None
 
     if status in (401, 403):
         if status == 403 and ("reasons" in metadata or "flagged_input" in metadata):
@@ -148,7 +191,7 @@ def classify_http_error(
         kind = OutcomeKind.CONTEXT_TOO_LONG
     elif status == 429:
         kind = OutcomeKind.RATE_LIMITED
-        retry_after = _retry_after_from(headers, metadata, now)
+        hint = read_rate_hint(headers, payload, now=now)
     elif 400 <= status <= 499:
         error = payload.get("error") if isinstance(payload, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
@@ -163,7 +206,22 @@ def classify_http_error(
         detail = _short(
             f"HTTP {status}: unexpected status" + (f" -> {location}" if location else "")
         )
-    return Outcome(kind=kind, http_status=status, retry_after=retry_after, detail=detail)
+    return _hinted(Outcome(kind=kind, http_status=status, detail=detail), hint, now)
+
+
+def _hinted(outcome: Outcome, hint: Any, now: datetime | None) -> Outcome:
+    """``outcome`` with a rate-limit hint's wait, quota flags and reset time."""
+    if hint is None:
+        return outcome
+    update: dict[str, Any] = {
+        "retry_after": hint.retry_after,
+        "daily_quota": hint.daily,
+        "quota_exhausted": hint.exhausted,
+        "reset_at": reset_at(hint.retry_after, now),
+    }
+    if hint.daily:
+        update["detail"] = _short(f"daily quota used up: {outcome.detail}")
+    return outcome.model_copy(update=update)
 
 
 # --------------------------------------------------------------------------- the call itself
@@ -179,6 +237,8 @@ class _Call:
         self.loop_start = self.loop.time()
         self.phase = Phase.FIRST_BYTE
         self.timer: asyncio.Timeout | None = None
+        self.token_timer: asyncio.Timeout | None = None
+        self.events_seen = 0
         self.connecting = False
         self.status: int | None = None
         self.headers: httpx.Headers | None = None
@@ -204,6 +264,16 @@ class _Call:
         if not 200 <= response.status_code < 300:
             # The status is known: the error body is read under the idle bound.
             self._arm(Phase.IDLE)
+            self.token_arrived()
+        elif _content_type(response) != "text/event-stream":
+            self.token_arrived()  # one JSON completion: the first_token bound does not apply
+
+    def token_arrived(self) -> None:
+        """The first content or reasoning delta (or a reply that is not a stream): the
+        first_token bound is met."""
+        timer, self.token_timer = self.token_timer, None
+        if timer is not None and not timer.expired():
+            timer.reschedule(None)
 
     def on_chunk(self, size: int) -> None:
         """Called for every raw body chunk, keep-alive comments included."""
@@ -221,6 +291,24 @@ class _Call:
             timer.reschedule(self.loop.time() + self.deadlines.idle)
 
     # ---- the exchange -------------------------------------------------------------------------
+
+    async def exchange_until_first_token(
+        self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict
+    ) -> Outcome:
+        """:meth:`exchange` under the first_token bound (lifted when the first token arrives).
+
+        A first_token bound not shorter than the attempt bound is the attempt bound: only the
+        attempt timer runs then, so which of two equal timers strikes first never matters.
+        """
+        bound = self.deadlines.first_token
+        if bound >= self.deadlines.attempt:
+            return await self.exchange(client, url, headers, body)
+        try:
+            async with asyncio.timeout_at(self.loop_start + bound) as timer:
+                self.token_timer = timer
+                return await self.exchange(client, url, headers, body)
+        except TimeoutError:
+            return self.timed_out(Phase.FIRST_TOKEN)
 
     async def exchange(
         self, client: httpx.AsyncClient, url: str, headers: dict[str, str], body: dict
@@ -270,7 +358,7 @@ class _Call:
         if not 200 <= status < 300:
             await self._read_capped(watched, ERROR_BODY_MAX, self.error_body)
             return self._error_outcome(bytes(self.error_body))
-        content_type = response.headers.get("content-type", "").partition(";")[0].strip().lower()
+        content_type = _content_type(response)
         if content_type == "text/event-stream":
             return await self._read_sse(watched)
         return await self._read_plain(watched, content_type)
@@ -296,14 +384,32 @@ class _Call:
                 if data == "[DONE]":
                     st.done = True
                     break
+                self.events_seen += 1
                 try:
                     chunk = json.loads(data)
                 except ValueError:
                     return self._bad_reply(f"unparsable event: {data}")
                 problem = st.feed(chunk)
+                if st.token:
+                    self.token_arrived()
                 if problem:
-                    return self._bad_reply(problem)
+                    return self._stream_error(problem)
         return self._finish()
+
+    def _stream_error(self, problem: str) -> Outcome:
+        """A bad stream: a mid-stream error event with a retryable code (429, 408, 5xx) is
+        classified like that status (the route may recover); anything else is a bad reply."""
+        error = self.stream.error
+        code = _numeric_code(error)
+        if code == 429:
+            hint = read_rate_hint({}, {"error": error})
+            outcome = self._outcome(
+                OutcomeKind.RATE_LIMITED, detail=_short(f"mid-stream {problem}")
+            )
+            return _hinted(outcome, hint, None)
+        if code is not None and (code == 408 or 500 <= code <= 599):
+            return self._outcome(OutcomeKind.SERVER_ERROR, detail=_short(f"mid-stream {problem}"))
+        return self._bad_reply(problem)
 
     async def _read_plain(self, response: httpx.Response, content_type: str) -> Outcome:
         """A server that ignored ``stream: true`` and sent one JSON completion."""
@@ -354,16 +460,32 @@ class _Call:
         if phase is not Phase.IDLE and self.connecting:
             phase = Phase.CONNECT
         if phase is Phase.CONNECT:
-            bound = d.attempt if struck is Phase.ATTEMPT else d.first_byte
+            bound = {Phase.ATTEMPT: d.attempt, Phase.FIRST_TOKEN: d.first_token}.get(
+                struck, d.first_byte
+            )
             detail = f"still connecting when the {struck.value} bound ({bound:g}s) struck"
         elif phase is Phase.FIRST_BYTE:
             what = "no headers" if self.headers_at is None else "headers but no body byte"
             detail = f"{what} within {d.first_byte:g}s"
         elif phase is Phase.IDLE:
             detail = f"silent for {d.idle:g}s after {self.bytes_seen} bytes"
+        elif phase is Phase.FIRST_TOKEN:
+            bound = d.first_token
+            if self.bytes_seen and not self.events_seen:
+                detail = (
+                    f"first_token: keep-alive only ({self.bytes_seen} bytes of SSE comments, "
+                    f"no token within {bound:g}s)"
+                )
+            elif self.bytes_seen:
+                detail = f"first_token: no content or reasoning delta within {bound:g}s"
+            else:
+                what = "no headers" if self.headers_at is None else "headers but no body byte"
+                detail = f"first_token: {what} within {bound:g}s"
         else:
             detail = f"no complete reply within the attempt bound {d.attempt:g}s"
-            if self.bytes_seen:
+            if self.bytes_seen and not self.events_seen and 200 <= (self.status or 0) < 300:
+                detail += f" ({self.bytes_seen} bytes received, keep-alive only)"
+            elif self.bytes_seen:
                 detail += f" ({self.bytes_seen} bytes received)"
             elif self.headers_at is not None:
                 detail += " (headers, but no body byte)"
@@ -419,12 +541,16 @@ class _StreamState:
         self.finish_reason: str | None = None
         self.usage: dict | None = None
         self.done = False
+        self.token = False
+        self.error: dict = {}
 
     def feed(self, chunk: Any) -> str | None:
         """Take one streamed chunk; return a reason when it makes the reply bad."""
         if not isinstance(chunk, dict):
             return f"event is not a JSON object: {chunk!r}"
         if chunk.get("error"):
+            error = chunk["error"]
+            self.error = error if isinstance(error, dict) else {"message": str(error)}
             return "error event: " + (_error_message(chunk, "") or "unspecified")
         self._usage(chunk)
         for choice in _first_choices(chunk):
@@ -433,6 +559,10 @@ class _StreamState:
                 message = choice.get("message")
                 delta = message if isinstance(message, dict) else {}
             self._content(delta.get("content"))
+            if self.chars or any(
+                isinstance(delta.get(k), str) and delta[k] for k in REASONING_KEYS
+            ):
+                self.token = True
             if self.chars > MAX_CONTENT_CHARS:
                 return f"reply longer than {MAX_CONTENT_CHARS} characters"
             finish = choice.get("finish_reason")
@@ -496,6 +626,21 @@ class _Watched(httpx.AsyncByteStream):
 # --------------------------------------------------------------------------- pure helpers
 
 
+def _content_type(response: httpx.Response) -> str:
+    return response.headers.get("content-type", "").partition(";")[0].strip().lower()
+
+
+def _numeric_code(error: dict) -> int | None:
+    """An error object's numeric ``code`` (or ``status``), e.g. 429 or ``"502"``."""
+    for key in ("code", "status"):
+        value = error.get(key)
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+    return None
+
+
 def _first_choices(chunk: dict) -> list[dict]:
     choices = chunk.get("choices")
     if not isinstance(choices, list):
@@ -526,6 +671,12 @@ def _error_message(payload: Any, text: str) -> str:
             return message
         if isinstance(error, str):
             return error
+        errors = payload.get(
+            "errors"
+        )  # Cloudflare: {"success": false, "errors": [{code, message}]}
+        if isinstance(errors, list) and errors and isinstance(errors[0], dict):
+            first = errors[0]
+            return str(first.get("message") or first.get("code") or "")
         for key in ("detail", "message", "title"):
             if isinstance(payload.get(key), str):
                 return payload[key]
@@ -538,44 +689,6 @@ def _error_metadata(payload: Any) -> dict:
         if isinstance(metadata, dict):
             return metadata
     return {}
-
-
-def _retry_after_from(
-    headers: Mapping[str, str], metadata: dict, now: datetime | None
-) -> float | None:
-    """Retry-After header, then ``retry-after-ms``, then OpenRouter's metadata headers, then
-    ``X-RateLimit-Reset`` (epoch seconds or milliseconds) from the reply or the metadata."""
-    lower = {k.lower(): str(v) for k, v in headers.items()}
-    meta_headers = metadata.get("headers")
-    if not isinstance(meta_headers, dict):
-        meta_headers = {}
-    meta = {str(k).lower(): str(v) for k, v in meta_headers.items()}
-    for source in (lower, meta):
-        seconds = parse_retry_after(source.get("retry-after"), now=now)
-        if seconds is not None:
-            return seconds
-        millis = parse_retry_after(source.get("retry-after-ms"))
-        if millis is not None:
-            return millis / 1000
-    for key in ("retry_after", "retry_after_seconds"):
-        value = metadata.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return max(0.0, float(value))
-    for source in (lower, meta):
-        reset = source.get("x-ratelimit-reset")
-        if reset is None:
-            continue
-        try:
-            value = float(reset)
-        except ValueError:
-            continue
-        now_s = (now or datetime.now(UTC)).timestamp()
-        if value > 1e11:  # epoch milliseconds (OpenRouter)
-            return max(0.0, value / 1000 - now_s)
-        if value > 1e9:  # epoch seconds
-            return max(0.0, value - now_s)
-        return max(0.0, value)
-    return None
 
 
 def _short(text: str, limit: int = DETAIL_MAX) -> str:

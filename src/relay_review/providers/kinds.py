@@ -12,9 +12,11 @@ billing, Mistral, Cerebras, SambaNova, Hugging Face credits) price as ``unknown`
 policy declares the account free.
 
 ``stream_usage`` says whether the kind accepts ``stream_options: {"include_usage": true}`` on a
-streamed call (the usage then arrives in the last chunk). It is True only where the provider's
-API reference documents the parameter (OpenRouter, Groq, Gemini's OpenAI-compatible endpoint);
-elsewhere an unknown parameter could earn a 400 that takes a free route out, so it stays False.
+streamed call (the usage then arrives in the last chunk). It is True where the provider's API
+reference documents the parameter (OpenRouter, Groq, Gemini's OpenAI-compatible endpoint), for
+NVIDIA NIM (OpenAI-compatible streaming with usage) and for ``openai_compatible`` gateways
+(LiteLLM, vLLM and Ollama accept it); elsewhere an unknown parameter could earn a 400 that takes
+a free route out, so it stays False.
 
 Cloudflare's base URL holds the account id: ``{account_id}`` is filled from
 ``CLOUDFLARE_ACCOUNT_ID`` (``CLOUDFLARE_ACCOUNT_ID_<SUFFIX>`` for
@@ -38,7 +40,13 @@ CLOUDFLARE_BASE_URL = (
 
 @dataclass(frozen=True)
 class Kind:
-    """A provider kind: what a policy's ``kind = "..."`` means."""
+    """A provider kind: what a policy's ``kind = "..."`` means.
+
+    ``stream_usage``: the kind accepts ``stream_options: {"include_usage": true}`` (token counts
+    in the last streamed chunk). ``gateway``: the account fronts other providers (a LiteLLM
+    proxy, ...), so a 401/402/403 on one model may be one upstream's; the account's key is
+    confirmed bad by ``GET /models`` before every route of the account is taken out.
+    """
 
     name: str
     base_url: str | None
@@ -54,6 +62,8 @@ class Kind:
     url_env: str | None = None
     #: a prefix the listing puts before ids that chat calls do not need (Gemini's ``models/``)
     id_prefix: str | None = None
+    #: fronts other providers: a 401/402/403 may be one upstream's (see routing.board)
+    gateway: bool = False
 
 
 KINDS: dict[str, Kind] = {
@@ -70,6 +80,7 @@ KINDS: dict[str, Kind] = {
         "NVIDIA_NIM_API_KEY",
         "models.dev",
         "nvidia",
+        stream_usage=True,
     ),
     "opencode": Kind(
         "opencode", "https://opencode.ai/zen/v1", "OPENCODE_API_KEY", "models.dev", "opencode"
@@ -97,7 +108,9 @@ KINDS: dict[str, Kind] = {
     ),
     "sambanova": Kind("sambanova", "https://api.sambanova.ai/v1", "SAMBANOVA_API_KEY", "unknown"),
     "huggingface": Kind("huggingface", "https://router.huggingface.co/v1", "HF_TOKEN", "unknown"),
-    "openai_compatible": Kind("openai_compatible", None, None, "unknown"),
+    "openai_compatible": Kind(
+        "openai_compatible", None, None, "unknown", stream_usage=True, gateway=True
+    ),
 }
 
 OPENROUTER_ZDR_URL = "https://openrouter.ai/api/v1/endpoints/zdr"
@@ -173,6 +186,18 @@ def family_key_env(family: EnvFamily, account: str) -> str:
     if account == family.account:
         return family.key_env
     return f"{family.key_env}_{account[len(family.account) + 1 :].upper()}"
+
+
+def stream_usage(provider: str) -> bool:
+    """Whether chat calls to this kind ask for usage (``stream_options.include_usage``)."""
+    kind = KINDS.get(provider)
+    return bool(kind and kind.stream_usage)
+
+
+def is_gateway(provider: str) -> bool:
+    """Whether an auth failure on one of this kind's routes needs the key confirmed bad first."""
+    kind = KINDS.get(provider)
+    return bool(kind and kind.gateway)
 
 
 def default_base_url(provider: str) -> str | None:

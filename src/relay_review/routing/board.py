@@ -20,7 +20,16 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay_review.models import CatalogEntry, Deadlines, Outcome, OutcomeKind, Probe, Readiness
+from relay_review.models import (
+    CatalogEntry,
+    Cost,
+    Deadlines,
+    Outcome,
+    OutcomeKind,
+    Probe,
+    Readiness,
+)
+from relay_review.providers.kinds import is_gateway
 
 if TYPE_CHECKING:
     import httpx
@@ -46,13 +55,28 @@ class ChatFn(Protocol):
     ) -> Awaitable[Outcome]: ...
 
 
+class KeyCheckFn(Protocol):
+    """The shape of :func:`relay_review.providers.chat.key_check`: True when ``GET /models``
+    refuses the key, False when it accepts it, None when it could not tell."""
+
+    def __call__(
+        self,
+        client: httpx.AsyncClient,
+        *,
+        base_url: str,
+        api_key: str | None,
+        deadlines: Deadlines,
+    ) -> Awaitable[bool | None]: ...
+
+
 @dataclass(frozen=True)
 class RunContext:
     """What every probe and attempt of one run shares: how to call a route, and the run's bounds.
 
     ``deadlines`` bound each serving attempt (probes take the shorter probe bound, and the
     connect bound from here); ``deadline_at`` ends the whole run, on ``clock``'s scale;
-    ``started_at`` is where attempt start times are counted from.
+    ``started_at`` is where attempt start times are counted from. ``key_check`` confirms a
+    gateway account's key (None: never confirmed, so a gateway's auth failure stays per route).
     """
 
     chat: ChatFn
@@ -63,6 +87,7 @@ class RunContext:
     started_at: float
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
+    key_check: KeyCheckFn | None = None
 
 
 def outcome_detail(outcome: Outcome) -> str:
@@ -72,6 +97,8 @@ def outcome_detail(outcome: Outcome) -> str:
         parts.append(f"in {outcome.phase.value}")
     if outcome.retry_after is not None:
         parts.append(f"retry after {outcome.retry_after:g}s")
+    if outcome.daily_quota and outcome.reset_at:
+        parts.append(f"(daily quota, resets {outcome.reset_at})")
     if outcome.detail:
         parts.append(f"- {outcome.detail}")
     return " ".join(parts)
@@ -108,6 +135,8 @@ class RouteBoard:
         self.out: set[str] = set()
         self.busy: set[str] = set()
         self.proven: set[str] = set()
+        #: account -> its one key check this run (gateways; see :func:`account_wide`)
+        self.key_checks: dict[str, asyncio.Task[bool | None]] = {}
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -155,6 +184,22 @@ class RouteBoard:
         self.reject_account(account, why)
         self.out.update(e.agent_id for e in self.entries if e.account == account)
 
+    def take_out_free_routes(self, account: str, outcome: Outcome, why: str) -> None:
+        """A used-up daily quota: every free route of ``account`` is deferred past its reset
+        and out for the run (its priced routes stay: the free allowance is what ran out)."""
+        for e in self.entries:
+            if e.account != account or e.cost is not Cost.FREE:
+                continue
+            self.out.add(e.agent_id)
+            if e.agent_id not in self.proven and self.status(e.agent_id) is not Readiness.REJECTED:
+                self.set(
+                    e.agent_id,
+                    status=Readiness.DEFERRED,
+                    detail=why,
+                    retry_after=outcome.retry_after,
+                    reset_at=outcome.reset_at,
+                )
+
     # ---- the change signal --------------------------------------------------------------------
 
     def touch(self) -> None:
@@ -166,3 +211,66 @@ class RouteBoard:
         self._changed.clear()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout=max(0.0, timeout))
+
+
+# ---- account-wide signals (shared by preflight and serving) ------------------------------------
+
+
+def quota_spent(outcome: Outcome, now: float, deadline_at: float) -> bool:
+    """Whether a rate-limited outcome says the account's free allowance is gone for the run: a
+    per-day quota used up, or no requests remaining until after the run deadline."""
+    if outcome.kind is not OutcomeKind.RATE_LIMITED:
+        return False
+    if outcome.daily_quota:
+        return True
+    wait = outcome.retry_after
+    return outcome.quota_exhausted and wait is not None and now + wait >= deadline_at
+
+
+def quota_detail(account: str, outcome: Outcome) -> str:
+    """The readiness detail of a free route taken out by its account's spent quota."""
+    what = "daily quota used up" if outcome.daily_quota else "no requests left this run"
+    reset = f"; resets {outcome.reset_at}" if outcome.reset_at else ""
+    return f"account {account}: {what}{reset}"
+
+
+async def account_wide(board: RouteBoard, run: RunContext, entry: CatalogEntry) -> str | None:
+    """After an auth or payment failure on ``entry``: why the whole account is out (``""`` for a
+    direct provider: the failure itself says it), or None when only this route is.
+
+    Direct providers: always the account. Gateways (``openai_compatible``): only when one
+    authenticated ``GET {base_url}/models`` refuses the key (401/403), checked at most once per
+    account per run, within the run deadline and the connect/first-byte bounds.
+    """
+    if not is_gateway(entry.route.provider):
+        return ""
+    if run.key_check is None or not entry.route.base_url:
+        return None
+    task = board.key_checks.get(entry.account)
+    if task is None:
+        task = asyncio.ensure_future(_check_key(run, entry))
+        board.key_checks[entry.account] = task
+    refused = await asyncio.shield(task)
+    return "key refused by GET /models" if refused else None
+
+
+async def _check_key(run: RunContext, entry: CatalogEntry) -> bool | None:
+    remaining = run.deadline_at - run.clock()
+    if remaining <= 0 or run.key_check is None:
+        return None
+    d = run.deadlines
+    bound = min(d.first_byte, d.attempt, remaining)
+    deadlines = Deadlines(
+        connect=min(d.connect, bound), first_byte=bound, idle=bound, attempt=bound
+    )
+    return await run.key_check(
+        run.client,
+        base_url=entry.route.base_url or "",
+        api_key=api_key_for(entry, run.environ),
+        deadlines=deadlines,
+    )
+
+
+def account_out_detail(account: str, outcome: Outcome, why: str) -> str:
+    """The readiness detail of a route whose account an auth or payment failure took out."""
+    return f"account {account}: {outcome.kind.value}" + (f" ({why})" if why else "")

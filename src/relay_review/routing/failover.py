@@ -9,23 +9,29 @@ other probes are doing.
 
 After a failed attempt the route is out for the rest of the run (no timed re-admission: a breaker
 that re-admitted a stalled route every 30 s let it back in 29 times in one run). An auth or payment
-failure takes every route of that account out. The whole-run deadline bounds every wait and
-every attempt; when it passes the loop stops and reports.
+failure takes every route of that account out; on a gateway (``openai_compatible``) only once one
+``GET /models`` confirms the account's key is bad (else just that route: it may be one upstream's
+key behind the gateway). A spent daily quota (``free-models-per-day``, a ``PerDay`` quota id,
+Cloudflare 4006, or no requests remaining until after the deadline) takes every free route of
+the account out. The whole-run deadline bounds every wait and every attempt; when it passes the
+loop stops and reports.
 
 Decision table (outcome of a serving attempt -> what happens next):
 
 =====================  =============================================
 ok, reply accepted     stop: ``served_by`` is this route
 ok, reply refused      route out (counted as ``bad_reply``), next route
-rate_limited           route out, next route
+rate_limited           route out, next route (daily quota spent: the
+                       account's free routes out)
 server_error / 408     route out, next route
 timeout (any phase)    route out, next route
 connection_error       route out, next route
 not_found, bad_request route out, next route
 context_too_long       route out, next route
 bad_reply              route out, next route
-auth_failed (401/403)  every route of the account out, next route
-payment_required (402) every route of the account out, next route
+auth_failed (401/403)  every route of the account out (gateway: if
+                       its key is confirmed bad), next route
+payment_required (402) same as auth_failed
 deadline passed        stop, no reply
 =====================  =============================================
 """
@@ -47,12 +53,17 @@ from relay_review.models import (
     Readiness,
     ServedBy,
 )
+from relay_review.providers.kinds import stream_usage
 from relay_review.routing.board import (
     ACCOUNT_WIDE,
     RouteBoard,
     RunContext,
+    account_out_detail,
+    account_wide,
     api_key_for,
     outcome_detail,
+    quota_detail,
+    quota_spent,
 )
 
 log = logging.getLogger("relay_review.failover")
@@ -192,7 +203,13 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             break
         board.out.add(entry.agent_id)
         if outcome.kind in ACCOUNT_WIDE:
-            board.take_out_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
+            why = await account_wide(board, run, entry)
+            if why is not None:
+                board.take_out_account(
+                    entry.account, account_out_detail(entry.account, outcome, why)
+                )
+        elif quota_spent(outcome, run.clock(), run.deadline_at):
+            board.take_out_free_routes(entry.account, outcome, quota_detail(entry.account, outcome))
     if result.stopped == "deadline":
         _mark_never_tried(board)
     return result
@@ -223,6 +240,9 @@ async def attempt_on(
     else:
         bounds = run.deadlines
         extra_body = request.extra_body
+        extra = extra_body(entry) if callable(extra_body) else extra_body
+        if stream_usage(entry.route.provider):
+            extra = {"stream_options": {"include_usage": True}, **(extra or {})}
         outcome = await run.chat(
             run.client,
             base_url=entry.route.base_url or "",
@@ -234,9 +254,10 @@ async def attempt_on(
                 first_byte=min(bounds.first_byte, remaining),
                 idle=min(bounds.idle, remaining),
                 attempt=min(bounds.attempt, remaining),
+                first_token=min(bounds.first_token, remaining),
             ),
             max_tokens=request.max_tokens,
-            extra_body=extra_body(entry) if callable(extra_body) else extra_body,
+            extra_body=extra,
         )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
@@ -257,6 +278,8 @@ async def attempt_on(
         started_s=round(started - run.started_at, 3),
         detail=detail,
         purpose=request.purpose,
+        prompt_tokens=outcome.prompt_tokens,
+        completion_tokens=outcome.completion_tokens,
     )
     log_attempt(attempt, accepted)
     return accepted, outcome, attempt, value
@@ -275,3 +298,10 @@ def log_attempt(attempt: Attempt, accepted: bool) -> None:
         attempt.elapsed_s,
         f" ({attempt.detail})" if attempt.detail and not accepted else "",
     )
+    if attempt.prompt_tokens is not None or attempt.completion_tokens is not None:
+        log.info(
+            "usage: route=%s prompt_tokens=%s completion_tokens=%s",
+            attempt.agent_id,
+            attempt.prompt_tokens if attempt.prompt_tokens is not None else "-",
+            attempt.completion_tokens if attempt.completion_tokens is not None else "-",
+        )

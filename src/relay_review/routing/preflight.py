@@ -3,7 +3,9 @@
 Probes go out concurrently, in catalog order, at most ``probe_budget`` per run, each asking for
 at most :data:`PROBE_MAX_TOKENS` output tokens under a short bound. Routes beyond the budget stay
 ``unprobed`` (serving treats the real request as their probe). A route whose key is missing is
-rejected without a request. An authentication or payment failure takes the whole account out.
+rejected without a request. An authentication or payment failure takes the whole account out
+(a gateway's only when its key is confirmed bad: :func:`~relay_review.routing.board.account_wide`);
+a spent daily quota takes every free route of the account out (:func:`~.board.quota_spent`).
 
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
 can start on the first ready route while other probes are still in flight.
@@ -20,9 +22,13 @@ from relay_review.routing.board import (
     ACCOUNT_WIDE,
     RouteBoard,
     RunContext,
+    account_out_detail,
+    account_wide,
     api_key_for,
     missing_key_detail,
     outcome_detail,
+    quota_detail,
+    quota_spent,
 )
 
 log = logging.getLogger("relay_review.preflight")
@@ -113,6 +119,7 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         latency_s=_round(outcome.elapsed_s),
         detail=outcome_detail(outcome),
         retry_after=outcome.retry_after,
+        reset_at=outcome.reset_at,
         finished_at=run.clock(),
     )
     log.info(
@@ -124,7 +131,11 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         outcome.elapsed_s,
     )
     if outcome.kind in ACCOUNT_WIDE:
-        board.reject_account(entry.account, f"account {entry.account}: {outcome.kind.value}")
+        why = await account_wide(board, run, entry)
+        if why is not None:
+            board.reject_account(entry.account, account_out_detail(entry.account, outcome, why))
+    elif quota_spent(outcome, run.clock(), run.deadline_at):
+        board.take_out_free_routes(entry.account, outcome, quota_detail(entry.account, outcome))
 
 
 def _round(value: float | None) -> float | None:

@@ -22,7 +22,7 @@ import httpx
 
 from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
 from relay_review.routing import failover
-from relay_review.routing.board import ChatFn, RouteBoard, RunContext, api_key_for
+from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
 from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
@@ -33,6 +33,13 @@ def default_chat() -> ChatFn:
     from relay_review.providers.chat import chat_call
 
     return chat_call
+
+
+def default_key_check() -> KeyCheckFn:
+    """The real gateway key check (``GET /models``), imported late like :func:`default_chat`."""
+    from relay_review.providers.chat import key_check
+
+    return key_check
 
 
 class RoutingSession:
@@ -46,6 +53,7 @@ class RoutingSession:
         serving: ServingPolicy,
         environ: Mapping[str, str],
         chat: ChatFn | None = None,
+        key_check: KeyCheckFn | None = None,
         clock: Callable[[], float] = time.monotonic,
         started_at: float | None = None,
     ) -> None:
@@ -53,6 +61,8 @@ class RoutingSession:
         self.serving = serving
         self.environ = environ
         self.chat = chat or default_chat()
+        # a scripted chat (tests) has no server to list models: the check is opted into there
+        self.key_check = key_check or (default_key_check() if chat is None else None)
         self.clock = clock
         self.started_at = started_at if started_at is not None else clock()
         self.deadline_at = self.started_at + serving.deadline
@@ -73,6 +83,7 @@ class RoutingSession:
             deadline_at=self.deadline_at,
             started_at=self.started_at,
             clock=self.clock,
+            key_check=self.key_check,
         )
         self._preflight_task = asyncio.create_task(
             run_preflight(
@@ -130,12 +141,17 @@ class RoutingSession:
             for agent_id in list(self.board.in_flight):
                 self.board.set(
                     agent_id,
-                    status=Readiness.UNPROBED,
+                    status=Readiness.ABANDONED,
                     detail="probe sent, abandoned when the run finished",
                 )
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        for check in self.board.key_checks.values():
+            if not check.done():
+                check.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await check
         run, self._run = self._run, None
         if run is not None:
             await run.client.aclose()
