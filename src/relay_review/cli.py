@@ -2,7 +2,9 @@
 
 Each command lives in its own module exposing ``add_parser(subparsers)`` and ``run(args) -> int``;
 this module only wires them. Exit codes: 0 success, 1 no verdict/reply, 2 bad input or usage,
-130/143 cancelled by SIGINT/SIGTERM (see :mod:`relay_review._signals`).
+130/143 cancelled by SIGINT/SIGTERM (see :mod:`relay_review._signals`), 141 (128 + SIGPIPE,
+as a shell reports it) when the reader of stdout went away (``relay-review catalog | head -1``):
+the command stops quietly, without a traceback.
 
 Only the command being run is imported: ``relay-review --help`` lists the commands from the light
 table :data:`COMMANDS` (no command module, no PyGithub, no pydantic), and
@@ -14,6 +16,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import logging
+import os
 import sys
 from collections.abc import Sequence
 from typing import NamedTuple
@@ -104,9 +107,29 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(COMMANDS[args.command].module)
     try:
         with cancellable(args.command):
-            return int(module.run(args))
+            code = int(module.run(args))
+            sys.stdout.flush()  # a closed pipe shows here, not at interpreter exit
+            return code
+    except BrokenPipeError:
+        return _reader_gone()
     except UsageError as exc:
         print(f"relay-review {args.command}: error: {exc}", file=sys.stderr)
         return 2
     except Cancelled as cancelled:  # the handler already said so, in one line
         return cancelled.code
+
+
+#: Exit code when stdout's reader went away (128 + SIGPIPE).
+EXIT_BROKEN_PIPE = 141
+
+
+def _reader_gone() -> int:
+    """stdout's reader closed the pipe: point stdout at /dev/null (so the interpreter's final
+    flush cannot fail again and print a traceback) and exit quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (captured in tests)
+        pass
+    return EXIT_BROKEN_PIPE

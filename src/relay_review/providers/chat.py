@@ -512,7 +512,12 @@ class _Call:
         elif cut:
             detail += f" (error body cut: {cut})"
         return self._outcome(
-            base.kind, retry_after=base.retry_after, detail=_short(detail, DETAIL_MAX + 30)
+            base.kind,
+            retry_after=base.retry_after,
+            daily_quota=base.daily_quota,
+            quota_exhausted=base.quota_exhausted,
+            reset_at=base.reset_at,
+            detail=_short(detail, DETAIL_MAX + 30),
         )
 
     def _bad_reply(self, reason: str) -> Outcome:
