@@ -99,6 +99,8 @@ def outcome_detail(outcome: Outcome) -> str:
         parts.append(f"retry after {outcome.retry_after:g}s")
     if outcome.daily_quota and outcome.reset_at:
         parts.append(f"(daily quota, resets {outcome.reset_at})")
+    elif outcome.quota_exhausted and outcome.reset_at:
+        parts.append(f"(no requests left, resets {outcome.reset_at})")
     if outcome.detail:
         parts.append(f"- {outcome.detail}")
     return " ".join(parts)
@@ -184,14 +186,18 @@ class RouteBoard:
         self.reject_account(account, why)
         self.out.update(e.agent_id for e in self.entries if e.account == account)
 
-    def take_out_free_routes(self, account: str, outcome: Outcome, why: str) -> None:
+    def take_out_free_routes(
+        self, account: str, outcome: Outcome, why: str, *, seen_on: str | None = None
+    ) -> None:
         """A used-up daily quota: every free route of ``account`` is deferred past its reset
-        and out for the run (its priced routes stay: the free allowance is what ran out)."""
+        and out for the run (its priced routes stay: the free allowance is what ran out).
+        ``seen_on``, the route that got the signal, keeps its own record (it says more)."""
         for e in self.entries:
             if e.account != account or e.cost is not Cost.FREE:
                 continue
             self.out.add(e.agent_id)
-            if e.agent_id not in self.proven and self.status(e.agent_id) is not Readiness.REJECTED:
+            keep = e.agent_id in self.proven or e.agent_id == seen_on
+            if not keep and self.status(e.agent_id) is not Readiness.REJECTED:
                 self.set(
                     e.agent_id,
                     status=Readiness.DEFERRED,

@@ -114,6 +114,8 @@ def attempt_phase(outcome: Outcome) -> str:
         return "connect"
     if outcome.kind in (OutcomeKind.OK, OutcomeKind.BAD_REPLY):
         return "stream"
+    if outcome.http_status is not None and 200 <= outcome.http_status < 300:
+        return "stream"  # a mid-stream error event (429/5xx code) inside a 200
     return "response"
 
 
@@ -209,7 +211,12 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
                     entry.account, account_out_detail(entry.account, outcome, why)
                 )
         elif quota_spent(outcome, run.clock(), run.deadline_at):
-            board.take_out_free_routes(entry.account, outcome, quota_detail(entry.account, outcome))
+            board.take_out_free_routes(
+                entry.account,
+                outcome,
+                quota_detail(entry.account, outcome),
+                seen_on=entry.agent_id,
+            )
     if result.stopped == "deadline":
         _mark_never_tried(board)
     return result

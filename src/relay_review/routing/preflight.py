@@ -135,7 +135,12 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         if why is not None:
             board.reject_account(entry.account, account_out_detail(entry.account, outcome, why))
     elif quota_spent(outcome, run.clock(), run.deadline_at):
-        board.take_out_free_routes(entry.account, outcome, quota_detail(entry.account, outcome))
+        board.take_out_free_routes(
+            entry.account,
+            outcome,
+            quota_detail(entry.account, outcome),
+            seen_on=entry.agent_id,
+        )
 
 
 def _round(value: float | None) -> float | None:
