@@ -65,8 +65,7 @@ class Exchange:
         metadata: dict[str, Any] = {}
         message = STATUS_MESSAGES.get(status) or phrase(status) or f"HTTP {status}"
         if status == 429 and b.retry_style in _PROVIDER_429:
-            payload = _PROVIDER_429[b.retry_style](b.retry_after or 0.0)
-            await self.conn.json(429, payload)
+            await self.conn.json(429, _PROVIDER_429[b.retry_style](b.retry_after or 0.0))
             return
         if status == 429 and b.retry_after is not None:
             wait = b.retry_after

@@ -70,6 +70,11 @@ def error_payload(payload: Any) -> Any:
     return payload
 
 
+def _table(value: Any) -> dict[str, Any]:
+    """``value`` when it is a JSON object, else an empty one (hostile bodies vary in shape)."""
+    return value if isinstance(value, dict) else {}
+
+
 def read_rate_hint(
     headers: Mapping[str, str], payload: Any, *, now: datetime | None = None
 ) -> RateHint:
@@ -77,11 +82,9 @@ def read_rate_hint(
     now = now or datetime.now(UTC)
     payload = error_payload(payload)
     lower = {str(k).lower(): str(v) for k, v in headers.items()}
-    error = payload.get("error") if isinstance(payload, dict) else None
-    error = error if isinstance(error, dict) else {}
-    metadata = error.get("metadata") if isinstance(error.get("metadata"), dict) else {}
-    raw_meta = metadata.get("headers") if isinstance(metadata.get("headers"), dict) else {}
-    meta = {str(k).lower(): str(v) for k, v in raw_meta.items()}
+    error = _table(payload.get("error") if isinstance(payload, dict) else None)
+    metadata = _table(error.get("metadata"))
+    meta = {str(k).lower(): str(v) for k, v in _table(metadata.get("headers")).items()}
 
     waits: list[tuple[str, float]] = []  # (form, seconds), in order of precedence
 
