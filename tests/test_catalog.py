@@ -21,7 +21,9 @@ from relay_review.routing.catalog import (
 
 
 def route(account: str, model: str, *, provider: str | None = None, price=(0.0, 0.0), **extra):
-    raw = {"account": account, "provider": provider or account.split("_sub")[0], "model": model}
+    """A discovery-report route; provider ``openrouter`` unless given (the ZDR feed is
+    OpenRouter's list, so only OpenRouter routes can be ZDR by it)."""
+    raw = {"account": account, "provider": provider or "openrouter", "model": model}
     if price is not None:
         raw["prompt_price_per_1k"], raw["completion_price_per_1k"] = price
     raw.update(extra)
@@ -222,23 +224,20 @@ def test_missing_file_and_bad_feed_exit_2(tmp_path, capsys):
 # --- ZDR matching ------------------------------------------------------------------------------
 
 
-def test_zdr_exact_match_is_case_insensitive_for_every_provider():
+def test_zdr_exact_match_is_case_insensitive():
     z = ZdrIndex(["Meta-Llama/Llama-3.3-70B-Instruct"])
     assert z.is_zdr("openrouter", "meta-llama/llama-3.3-70b-instruct")
-    assert z.is_zdr("nvidia_nim", "META-LLAMA/LLAMA-3.3-70B-INSTRUCT")
+    assert not z.is_zdr("openrouter", "meta-llama/llama-3.3-70b-instruct:free")
 
 
-def test_zdr_last_segment_for_non_openrouter_only():
-    z = ZdrIndex(["deepseek/deepseek-v4-flash"])
-    assert z.is_zdr("nvidia_nim", "deepseek-ai/DeepSeek-V4-Flash")
-    assert z.is_zdr("opencode", "deepseek-v4-flash")
+def test_zdr_feed_is_evidence_for_openrouter_routes_only():
+    """OpenRouter's feed lists OpenRouter's endpoints: a same-named NVIDIA (or any other
+    provider's) model is not ZDR by it, by exact id or by its last segment."""
+    z = ZdrIndex(["deepseek/deepseek-v4-flash", "meta-llama/llama-3.3-70b-instruct"])
+    assert not z.is_zdr("nvidia_nim", "deepseek-ai/DeepSeek-V4-Flash")
+    assert not z.is_zdr("nvidia_nim", "meta-llama/llama-3.3-70b-instruct")
+    assert not z.is_zdr("opencode", "deepseek-v4-flash")
     assert not z.is_zdr("openrouter", "other/deepseek-v4-flash")
-
-
-def test_zdr_ambiguous_segment_proves_nothing():
-    z = ZdrIndex(["a/shared-name", "b/shared-name", "a/shared-name"])
-    assert not z.is_zdr("nvidia_nim", "c/shared-name")
-    assert z.is_zdr("nvidia_nim", "b/shared-name")  # exact still wins
 
 
 def test_zdr_feed_skips_entries_without_string_model_id():
@@ -256,7 +255,7 @@ def test_cli_reads_feed(tmp_path):
     d = tmp_path / "d.json"
     d.write_text(json.dumps({"routes": [route("a", "m1"), route("b", "vendor/m2")]}))
     f = tmp_path / "f.json"
-    f.write_text(json.dumps({"data": [{"model_id": "other/m2"}]}))
+    f.write_text(json.dumps({"data": [{"model_id": "vendor/m2"}]}))
     out = subprocess.run(
         [
             sys.executable,
@@ -275,6 +274,28 @@ def test_cli_reads_feed(tmp_path):
     data = json.loads(out.stdout)
     assert [s["agent_id"] for s in data["selected"]] == ["b/vendor/m2", "a/m1"]
     assert data["report"]["zdr_selected"] == 1
+
+
+def test_cli_reads_the_feed_discover_saved_beside_the_report(tmp_path, capsys):
+    """``discover`` names its feed in the report (``zdr_feed``); catalog uses it without
+    ``--zdr-feed``, so ``--require-zdr`` keeps the ZDR route instead of selecting nothing."""
+    d = tmp_path / "d.json"
+    routes = [route("a", "m1"), route("b", "vendor/m2")]
+    d.write_text(json.dumps({"routes": routes, "zdr_feed": "d.zdr.json"}))
+    (tmp_path / "d.zdr.json").write_text(json.dumps({"data": [{"model_id": "vendor/m2"}]}))
+    assert main(["catalog", "--discovery", str(d), "--require-zdr"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert [s["agent_id"] for s in data["selected"]] == ["b/vendor/m2"]
+
+
+def test_format_text_and_its_old_name_table(tmp_path, capsys):
+    d = tmp_path / "d.json"
+    d.write_text(json.dumps({"routes": [route("a", "m1")]}))
+    assert main(["catalog", "--discovery", str(d), "--format", "text", "-v"]) == 0
+    text = capsys.readouterr().out
+    assert "1 selected of 1 route " in text and "1 account;" in text
+    assert main(["catalog", "--discovery", str(d), "--format", "table"]) == 0
+    assert capsys.readouterr().out == text
 
 
 def test_table_format_says_when_empty(tmp_path, capsys):

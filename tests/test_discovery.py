@@ -636,11 +636,16 @@ def test_command_writes_report_and_prints_progress(
     assert_no_key(out.read_text(), captured.err, captured.out, caplog.text)
 
 
-def test_command_uses_relay_review_toml_in_cwd(
+def test_command_uses_the_actions_policy_path_in_cwd(
     fleet: Fleet, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """The CLI reads .github/relay-review.toml, the file the action reads (one name)."""
     set_keys(monkeypatch, {"LOCAL_KEY": KEYS["LOCAL_KEY"]})
-    (tmp_path / "relay-review.toml").write_text(policy_text(fleet.url), encoding="utf-8")
+    (tmp_path / ".github").mkdir()
+    (tmp_path / ".github" / "relay-review.toml").write_text(
+        policy_text(fleet.url), encoding="utf-8"
+    )
+    (tmp_path / "relay-review.toml").write_text("[catalog]\npool = 'cheap'\n", encoding="utf-8")
     monkeypatch.chdir(tmp_path)
     assert run_command(["--out", "r.json"]) == 0
     report = json.loads((tmp_path / "r.json").read_text())

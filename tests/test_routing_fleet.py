@@ -161,6 +161,12 @@ def test_chat_cli_exit_1_when_nothing_serves_and_missing_key_named(mixed_fleet):
         "missing key RELAY_DRILL_KEY_NIM_B",
         "missing key RELAY_DRILL_KEY_ROUTER",
     }
+    # one line naming the variables, not "no route produced a reply (exhausted)"
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "relay-review chat: no key for any selected route; set one of: "
+        "RELAY_DRILL_KEY_NIM_A, RELAY_DRILL_KEY_NIM_B, RELAY_DRILL_KEY_ROUTER"
+    )
+    assert out["time_to_reply_s"] is None  # no reply, no time to it
 
 
 def test_chat_cli_bad_input_exits_2(tmp_path):

@@ -67,6 +67,9 @@ COMMANDS: dict[str, Command] = {
 }
 
 
+VERBOSE = "log at DEBUG (accepted before or after the command)"
+
+
 def chosen_command(argv: Sequence[str]) -> str | None:
     """The command ``argv`` names (its first word that is not an option), if it is one of ours."""
     for word in argv:
@@ -83,11 +86,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         description="Review pull requests over free or cheap LLM routes with bounded failover.",
     )
     parser.add_argument("--version", action="version", version=f"relay-review {__version__}")
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at DEBUG")
+    parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
     for name, (module_name, summary) in COMMANDS.items():
         if name == command:
             importlib.import_module(module_name).add_parser(sub)
+            # -v after the command too; SUPPRESS keeps a -v given before it
+            sub.choices[name].add_argument(
+                "-v", "--verbose", action="store_true", default=argparse.SUPPRESS, help=VERBOSE
+            )
         else:
             sub.add_parser(name, help=summary)
     return parser

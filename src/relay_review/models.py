@@ -69,6 +69,9 @@ class Deadlines(BaseModel):
         description="call start -> first content or reasoning delta (keep-alive comments are "
         "bytes, not tokens); never longer than ``attempt`` in effect",
     )
+    attempt_name: str = Field(
+        "attempt bound", description="what the whole-call bound is called in messages"
+    )
 
 
 class OutcomeKind(StrEnum):

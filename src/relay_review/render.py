@@ -28,6 +28,11 @@ from relay_review.review.verdict import suggestion_lines
 Rows = Sequence[Any]
 
 
+def plural(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 chunk``, ``2 chunks``: a count with its noun in the right number."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
+
+
 def align(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     """Left-aligned text columns separated by two spaces."""
     cells = [[str(c) for c in header]] + [[_cell(c) for c in row] for row in rows]
@@ -71,9 +76,9 @@ def catalog_table(catalog: Catalog) -> str:
         lines = [align(("priority", "agent_id", "account", "cost", "zdr"), rows)]
     r = catalog.report
     lines.append(
-        f"\n{len(catalog.selected)} selected of {r.total_routes} routes "
+        f"\n{len(catalog.selected)} selected of {plural(r.total_routes, 'route')} "
         f"({r.free_routes} free, {r.priced_routes} priced, {r.unknown_routes} unknown cost); "
-        f"{r.account_diversity} accounts; {r.zdr_selected} ZDR"
+        f"{plural(r.account_diversity, 'account')}; {r.zdr_selected} ZDR"
     )
     if r.excluded:
         lines.append("excluded: " + ", ".join(f"{k}={v}" for k, v in r.excluded.items()))
@@ -469,9 +474,9 @@ def _footer_section(report: RunReport) -> Section:
         foot.append(f"policy {md_code(report.provenance, 200)}")
     if report.guidelines:
         foot.append(f"guidelines: {md_code(report.guidelines, 200)}")
-    foot.append(f"{len(report.catalog.selected)} routes")
+    foot.append(plural(len(report.catalog.selected), "route"))
     if report.probes_sent is not None:
-        foot.append(f"{report.probes_sent} probes")
+        foot.append(plural(report.probes_sent, "probe"))
     if report.elapsed_s is not None:
         foot.append(f"{float(report.elapsed_s):.1f} s")
     foot.append("decision computed from verified findings, never taken from the model")

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 
-from relay_review.commands.common import add_catalog_args, catalog_from_args
+from relay_review.commands.common import add_catalog_args, add_format_arg, catalog_from_args
 from relay_review.render import catalog_table
 
 
@@ -16,7 +16,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Build the bounded route catalog from a discovery report.",
     )
     add_catalog_args(p)
-    p.add_argument("--format", choices=("json", "table"), default="json")
+    add_format_arg(p, ("json", "text"))
 
 
 def run(args: argparse.Namespace) -> int:

@@ -11,8 +11,10 @@ from pathlib import Path
 from relay_review import pipeline
 from relay_review.commands.common import (
     add_catalog_args,
+    add_format_arg,
     add_serving_args,
     catalog_from_args,
+    missing_keys_line,
     policy_from_args,
 )
 from relay_review.errors import UsageError
@@ -31,7 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     msg = p.add_mutually_exclusive_group(required=True)
     msg.add_argument("--message", metavar="TEXT", help="the user message")
     msg.add_argument("--message-file", metavar="FILE", help="read the user message from FILE")
-    p.add_argument("--format", choices=("json", "text"), default="json")
+    add_format_arg(p, ("json", "text"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -61,13 +63,13 @@ def run(args: argparse.Namespace) -> int:
         print(attempt_timeline(report["attempts"]))
         print()
         if report["served_by"]:
-            print(f"served by {report['served_by']['agent_id']} in {report['elapsed_s']:.2f}s")
+            print(f"served by {report['served_by']['agent_id']} in {report['elapsed_s']:.1f}s")
             print(report["reply"])
         else:
-            print(f"no route served ({report['stopped']}) after {report['elapsed_s']:.2f}s")
+            print(f"no route served ({report['stopped']}) after {report['elapsed_s']:.1f}s")
     if not report["served_by"]:
-        print(
-            f"relay-review chat: no route produced a reply ({report['stopped']})", file=sys.stderr
-        )
+        why = missing_keys_line(catalog, os.environ)
+        why = why or f"no route produced a reply ({report['stopped']})"
+        print(f"relay-review chat: {why}", file=sys.stderr)
         return 1
     return 0

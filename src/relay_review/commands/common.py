@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from relay_review.action_inputs import DEFAULT_POLICY_PATH
 from relay_review.errors import UsageError
 from relay_review.models import Catalog
 from relay_review.routing.catalog import build_catalog, parse_discovery, parse_zdr_feed
@@ -79,7 +80,10 @@ def add_catalog_args(parser: argparse.ArgumentParser) -> None:
     """The catalog contract's flags."""
     parser.add_argument("--discovery", required=True, metavar="FILE", help="discovery report JSON")
     parser.add_argument(
-        "--zdr-feed", metavar="FILE", help="ZDR feed JSON shaped like OpenRouter's /endpoints/zdr"
+        "--zdr-feed",
+        metavar="FILE",
+        help="ZDR feed JSON shaped like OpenRouter's /endpoints/zdr (default: the report's "
+        "zdr_feed, the file discover saved beside it)",
     )
     parser.add_argument(
         "--limit", type=policy_flag("catalog.limit", whole_number), help="routes to select (12)"
@@ -98,7 +102,56 @@ def add_catalog_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--require-zdr", action="store_true", default=None, help="keep ZDR routes only"
     )
-    parser.add_argument("--policy", metavar="FILE", help="policy TOML (default: built-in settings)")
+    parser.add_argument(
+        "--policy",
+        metavar="FILE",
+        help=f"policy TOML (default: ./{DEFAULT_POLICY_PATH} if it exists, else built-in settings)",
+    )
+
+
+#: Output formats, one vocabulary for every command: ``json`` (the default, for machines),
+#: ``text`` (aligned tables for people), ``markdown`` (a comment, where there is one).
+FORMATS = ("json", "text", "markdown")
+#: Older spellings still accepted: ``table`` was ``text`` for catalog and preflight.
+FORMAT_ALIASES = {"table": "text"}
+
+
+def add_format_arg(
+    parser: argparse.ArgumentParser, choices: tuple[str, ...], default: str = "json"
+) -> None:
+    """``--format`` with the shared vocabulary (:data:`FORMATS`); ``table`` is read as ``text``."""
+    assert set(choices) <= set(FORMATS), choices
+    parser.add_argument(
+        "--format",
+        choices=choices,
+        default=default,
+        type=lambda text: FORMAT_ALIASES.get(text, text),
+        help=f"output format (default: {default})",
+    )
+
+
+def missing_keys_line(catalog: Catalog, environ: Mapping[str, str]) -> str | None:
+    """One line naming the key variables to set when no selected route has its key, else None.
+
+    Without it a keyless run probes nothing, serves nothing and ends as "exhausted", which says
+    nothing about the cause.
+    """
+    wanted = sorted({e.route.api_key_env for e in catalog.selected})
+    if not wanted or any(environ.get(name, "").strip() for name in wanted):
+        return None
+    return "no key for any selected route; set one of: " + ", ".join(wanted)
+
+
+def zdr_feed_path(args: argparse.Namespace, report: Any) -> str | None:
+    """The ZDR feed to use: ``--zdr-feed``, else the one ``discover`` saved beside its report
+    (its ``zdr_feed`` field, relative to the report's folder), so ZDR is not lost between
+    commands."""
+    if args.zdr_feed:
+        return str(args.zdr_feed)
+    feed = report.get("zdr_feed") if isinstance(report, Mapping) else None
+    if not isinstance(feed, str) or not feed:
+        return None
+    return str(Path(args.discovery).parent / feed)  # an absolute name stays absolute
 
 
 def read_json(path: str, what: str) -> Any:
@@ -121,8 +174,10 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     resolves it from the repository's visibility).
     """
     policy = policy or policy_from_args(args)
-    routes = parse_discovery(read_json(args.discovery, "discovery report"))
-    zdr_ids = parse_zdr_feed(read_json(args.zdr_feed, "ZDR feed")) if args.zdr_feed else None
+    raw = read_json(args.discovery, "discovery report")
+    routes = parse_discovery(raw)
+    feed = zdr_feed_path(args, raw)
+    zdr_ids = parse_zdr_feed(read_json(feed, "ZDR feed")) if feed else None
     c = policy.catalog
     return build_catalog(
         routes,
@@ -168,14 +223,26 @@ def flag_overrides(args: argparse.Namespace) -> dict[str, Any]:
     return table
 
 
+def policy_path(given: str | Path | None) -> Path | None:
+    """The policy file every command reads: ``--policy FILE``, else ``.github/relay-review.toml``
+    in the current directory when it exists (the path the action reads in a repository), else
+    none (built-in defaults)."""
+    if given:
+        return Path(given)
+    default = Path(DEFAULT_POLICY_PATH)
+    return default if default.is_file() else None
+
+
 def policy_from_args(args: argparse.Namespace) -> Policy:
-    """The policy file named by ``--policy`` (or built-in defaults) with the flags laid over it.
+    """The policy file (:func:`policy_path`: ``--policy``, ``.github/relay-review.toml``, or
+    built-in defaults) with the flags laid over it.
 
     Both are layers merged and validated by :func:`~relay_review.settings.merge_layers`, so a
     flag that conflicts with another key (``--attempt-timeout 900 --deadline 5``) is refused
     as the policy file would refuse it; ``--deadline`` alone lowers a longer attempt bound.
     """
-    layers = [file_layer(args.policy)] if getattr(args, "policy", None) else []
+    path = policy_path(getattr(args, "policy", None))
+    layers = [file_layer(str(path))] if path else []
     flags = flag_overrides(args)
     if flags:
         layers.append(Layer(FLAGS_SOURCE, flags, caps_attempt=True))

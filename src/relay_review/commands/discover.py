@@ -1,7 +1,11 @@
 """``relay-review discover``: list every keyed account's chat models into a discovery report.
 
-Exit codes: 0 when the report was written (also when some accounts failed: their errors are in
-the report), 1 when no account has a key, 2 for a bad policy or unwritable output.
+Exit codes: 0 when the report was written and at least one account listed its models (failed
+accounts' errors are in the report), 1 when no account has a key or every keyed account failed
+(the report is still written), 2 for a bad policy or unwritable output.
+
+The policy file: ``--policy FILE``, else ``.github/relay-review.toml`` (the action's own path)
+when it exists in the current directory, else built-in defaults.
 """
 
 from __future__ import annotations
@@ -12,11 +16,13 @@ import os
 import sys
 from pathlib import Path
 
+from relay_review.action_inputs import DEFAULT_POLICY_PATH
+from relay_review.commands.common import policy_path
 from relay_review.errors import UsageError
 from relay_review.models import has_key
 from relay_review.providers.discovery import discover, write_report
+from relay_review.render import plural
 from relay_review.settings import (
-    DEFAULT_POLICY_FILE,
     key_conventions,
     load_policy,
     resolve_accounts,
@@ -40,17 +46,15 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
         "--policy",
         type=Path,
         default=None,
-        help=f"policy file (default: ./{DEFAULT_POLICY_FILE} if it exists, else built-in defaults)",
+        help=f"policy file (default: ./{DEFAULT_POLICY_PATH}, the action's path, if it exists; "
+        "else built-in defaults)",
     )
     return parser
 
 
 def run(args: argparse.Namespace) -> int:
     """Discover routes, write the report, print one progress line per account to stderr."""
-    policy_path = args.policy
-    if policy_path is None and Path(DEFAULT_POLICY_FILE).is_file():
-        policy_path = Path(DEFAULT_POLICY_FILE)
-    policy = load_policy(policy_path)
+    policy = load_policy(policy_path(args.policy))
     environ = dict(os.environ)
     accounts = resolve_accounts(policy, environ)
     if not any(has_key(acc, environ) for acc in accounts):
@@ -88,8 +92,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"discover: {error['account']}: error: {error['error']}", file=sys.stderr)
     feed = report["zdr_feed"]
     print(
-        f"discover: wrote {out} ({len(report['routes'])} routes, {len(report['errors'])} errors"
+        f"discover: wrote {out} ({plural(len(report['routes']), 'route')}, "
+        f"{plural(len(report['errors']), 'error')}"
         + (f", ZDR feed {feed})" if feed else ", no ZDR feed)"),
         file=sys.stderr,
     )
+    if not any(s.status == "ok" for s in result.accounts):
+        print("relay-review discover: every account with a key failed", file=sys.stderr)
+        return 1
     return 0

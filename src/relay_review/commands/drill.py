@@ -13,10 +13,11 @@ import argparse
 import json
 
 from relay_review import pipeline
-from relay_review.commands.common import add_serving_args, policy_from_args
+from relay_review.commands.common import add_format_arg, add_serving_args, policy_from_args
 from relay_review.drill.report import format_drill
 from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
 from relay_review.drill.scenarios import SCENARIOS, run_named
+from relay_review.errors import UsageError
 from relay_review.render import comment_markdown
 
 
@@ -34,9 +35,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         choices=sorted(SCENARIOS),
         help="serve one chat request under this scenario (default: the whole review drill)",
     )
-    p.add_argument("--policy", metavar="FILE", help="policy TOML whose bounds to try")
+    p.add_argument(
+        "--policy",
+        metavar="FILE",
+        help="policy TOML whose bounds to try (default: ./.github/relay-review.toml if it "
+        "exists, else built-in settings)",
+    )
     add_serving_args(p)
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    add_format_arg(p, ("json", "text", "markdown"), default="text")  # markdown: comment only
 
 
 def run(args: argparse.Namespace) -> int:
@@ -45,10 +51,14 @@ def run(args: argparse.Namespace) -> int:
         report = pipeline.run_sync(run_review_drill(policy))
         if args.format == "json":
             print(json.dumps(report, indent=2))
+        elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
+            print(comment_markdown(report, marker=""), end="")
         else:
             print(f"scenario review: {REVIEW_SCENARIO.description}\n")
             print(comment_markdown(report, marker=""))
         return 0 if report["decision"] != "unavailable" else 1
+    if args.format == "markdown":
+        raise UsageError("--format markdown is the review drill's comment; use text or json")
     result = pipeline.run_sync(run_named(args.scenario, policy))
     if args.format == "json":
         print(json.dumps(result, indent=2))

@@ -1,19 +1,26 @@
-"""``relay-review preflight``: probe catalog routes and classify each one."""
+"""``relay-review preflight``: probe catalog routes and classify each one.
+
+Exit codes: 0 when at least one route is ready, 1 when none is (the report is still printed;
+also when no selected route has its key), 2 on bad input.
+"""
 
 from __future__ import annotations
 
 import argparse
 import json
 import os
+import sys
 
 from relay_review import pipeline
 from relay_review.commands.common import (
     add_catalog_args,
+    add_format_arg,
     add_serving_args,
     catalog_from_args,
+    missing_keys_line,
     policy_from_args,
 )
-from relay_review.render import readiness_table
+from relay_review.render import plural, readiness_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -21,11 +28,12 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "preflight",
         help="probe catalog routes cheaply: ready / deferred / rejected / timeout / unprobed",
         description="Build the catalog, then probe up to --probe-budget routes concurrently "
-        "(at most 16 output tokens each) and classify every route.",
+        "(at most 16 output tokens each) and classify every route. Exit 0 when a route is "
+        "ready, 1 when none is (the report is still printed), 2 on bad input.",
     )
     add_catalog_args(p)
     add_serving_args(p, serving=False)
-    p.add_argument("--format", choices=("json", "table"), default="json")
+    add_format_arg(p, ("json", "text"))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -36,5 +44,12 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report, indent=2))
     else:
         print(readiness_table(report["catalog"]["selected"], report["readiness"], None))
-        print(f"\n{report['probes_sent']} probes sent in {report['elapsed_s']:.2f}s")
+        sent = plural(report["probes_sent"], "probe")
+        print(f"\n{sent} sent in {report['elapsed_s']:.1f}s")
+    ready = sum(1 for r in report["readiness"] if r.get("status") == "ready")
+    if not ready:
+        why = missing_keys_line(catalog, os.environ)
+        why = why or f"no route is ready ({plural(len(report['readiness']), 'selected route')})"
+        print(f"relay-review preflight: {why}", file=sys.stderr)
+        return 1
     return 0

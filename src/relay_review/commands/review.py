@@ -12,8 +12,10 @@ from relay_review import pipeline
 from relay_review._text import scrub_text
 from relay_review.commands.common import (
     add_catalog_args,
+    add_format_arg,
     add_serving_args,
     catalog_from_args,
+    missing_keys_line,
     policy_from_args,
 )
 from relay_review.errors import UsageError
@@ -35,7 +37,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--body-file", metavar="FILE", help="pull request description (untrusted)")
     add_catalog_args(p)
     add_serving_args(p)
-    p.add_argument("--format", choices=("json", "markdown"), default="json")
+    add_format_arg(p, ("json", "markdown"))
 
 
 def _read(path: str, what: str) -> bytes:
@@ -65,4 +67,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps(report.to_json(), indent=2))
     else:
         print(comment_markdown(report))
-    return 1 if report.decision == Decision.UNAVAILABLE else 0
+    if report.decision != Decision.UNAVAILABLE:
+        return 0
+    if why := missing_keys_line(catalog, os.environ):
+        print(f"relay-review review: {why}", file=sys.stderr)
+    return 1

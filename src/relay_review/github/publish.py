@@ -257,10 +257,9 @@ def finish(
         actions.append_summary(secrets.redact(summary_markdown(clean, published)), env)
     except OSError as exc:
         actions.warning(f"relay-review: cannot write the step summary: {exc}")
-    served = clean.get("served_by") or {}
     outputs = {
         "decision": str(clean.get("decision") or ""),
-        "served-by": str(served.get("agent_id") or ""),
+        "served-by": ",".join(serving_routes(clean)),
         "comment-url": published.comment_url or "",
         # relative to the workspace: the container's /github/workspace is another path outside
         "report-path": os.path.relpath(report_path, workspace) if report_path else "",
@@ -271,6 +270,20 @@ def finish(
             actions.set_output(name, secrets.redact(value), env)
     except OSError as exc:
         actions.warning(f"relay-review: cannot write GITHUB_OUTPUT: {exc}")
+
+
+def serving_routes(report: Mapping[str, Any]) -> list[str]:
+    """Every route that served a chunk, in chunk order without repeats (a review in several
+    chunks can be served by several routes), else the report's one ``served_by``."""
+    names = [
+        str(c["served_by"]["agent_id"])
+        for c in report.get("chunks") or []
+        if isinstance(c, Mapping) and isinstance(c.get("served_by"), Mapping)
+    ]
+    served = report.get("served_by")
+    if not names and isinstance(served, Mapping) and served.get("agent_id"):
+        names = [str(served["agent_id"])]
+    return list(dict.fromkeys(names))
 
 
 def set_skip_outputs(env: Mapping[str, str], decision: Decision) -> None:

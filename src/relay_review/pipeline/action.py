@@ -99,6 +99,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: catalog"):
         require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
         catalog = build_run_catalog(policy, discovery, require_zdr)
+        if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
+            actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
     with actions.group("relay-review: pull request files"):
         index, unlisted = files_stage(repo, event)
@@ -122,7 +124,9 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             )
         log_review(report)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
-        report.verdict.why = empty_catalog_why(discovery, catalog, accounts, env, require_zdr)
+        report.verdict.why = zdr_blocked_line(
+            catalog, policy.catalog.require_zdr, event.private
+        ) or empty_catalog_why(discovery, catalog, accounts, env, require_zdr)
     describe_run(report, env, event, origin, discovery, require_zdr)
     report.guidelines = guidelines.render() if guidelines else None
     with actions.group("relay-review: publish"):
@@ -421,6 +425,27 @@ def empty_catalog_why(
     if require_zdr and excluded.get("not_zdr"):
         text += "; this repository requires zero-data-retention routes (require-zdr)"
     return text
+
+
+def zdr_blocked_line(catalog: Catalog, setting: str | bool, private: bool | None) -> str | None:
+    """One line when ``require-zdr`` alone left the catalog empty: what was required, why, and
+    the input that changes it (said before any model is called, so no quota is spent on it)."""
+    if catalog.selected or not catalog.report.excluded.get("not_zdr"):
+        return None
+    if str(setting).lower() != "auto":
+        why = "require-zdr is true"
+    elif private is None:
+        why = "require-zdr is auto and the repository's visibility is unknown"
+    else:
+        why = "require-zdr is auto and this repository is private"
+    n = catalog.report.excluded["not_zdr"]
+    return (
+        f"no route may review this pull request: {why}, so only zero-data-retention (ZDR) routes "
+        f"may see its code, and none of the {n} eligible route{'s' if n != 1 else ''} is ZDR by "
+        "its provider's own published list; set the input require-zdr: false to allow routes "
+        "that may retain prompts, or add an account whose provider publishes ZDR endpoints "
+        "(OpenRouter's ZDR feed)"
+    )
 
 
 def log_review(report: RunReport) -> None:

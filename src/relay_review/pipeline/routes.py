@@ -56,7 +56,7 @@ async def chat(
         result = await session.serve(messages)
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     return {
-        "time_to_reply_s": time_to_reply,
+        "time_to_reply_s": time_to_reply if result.served_by else None,  # no reply, no time
         "reply": result.reply,
         "served_by": result.served_by.model_dump() if result.served_by else None,
         "stopped": result.stopped,

@@ -460,29 +460,32 @@ class _Call:
         if phase is not Phase.IDLE and self.connecting:
             phase = Phase.CONNECT
         if phase is Phase.CONNECT:
-            bound = {Phase.ATTEMPT: d.attempt, Phase.FIRST_TOKEN: d.first_token}.get(
-                struck, d.first_byte
-            )
-            detail = f"still connecting when the {struck.value} bound ({bound:g}s) struck"
+            if struck is Phase.ATTEMPT:
+                bound, name = d.attempt, d.attempt_name
+            elif struck is Phase.FIRST_TOKEN:
+                bound, name = d.first_token, "first_token bound"
+            else:
+                bound, name = d.first_byte, f"{struck.value} bound"
+            detail = f"still connecting when the {name} ({_secs(bound)}) struck"
         elif phase is Phase.FIRST_BYTE:
             what = "no headers" if self.headers_at is None else "headers but no body byte"
-            detail = f"{what} within {d.first_byte:g}s"
+            detail = f"{what} within {_secs(d.first_byte)}"
         elif phase is Phase.IDLE:
-            detail = f"silent for {d.idle:g}s after {self.bytes_seen} bytes"
+            detail = f"silent for {_secs(d.idle)} after {self.bytes_seen} bytes"
         elif phase is Phase.FIRST_TOKEN:
             bound = d.first_token
             if self.bytes_seen and not self.events_seen:
                 detail = (
                     f"first_token: keep-alive only ({self.bytes_seen} bytes of SSE comments, "
-                    f"no token within {bound:g}s)"
+                    f"no token within {_secs(bound)})"
                 )
             elif self.bytes_seen:
-                detail = f"first_token: no content or reasoning delta within {bound:g}s"
+                detail = f"first_token: no content or reasoning delta within {_secs(bound)}"
             else:
                 what = "no headers" if self.headers_at is None else "headers but no body byte"
-                detail = f"first_token: {what} within {bound:g}s"
+                detail = f"first_token: {what} within {_secs(bound)}"
         else:
-            detail = f"no complete reply within the attempt bound {d.attempt:g}s"
+            detail = f"no complete reply within the {d.attempt_name} {_secs(d.attempt)}"
             if self.bytes_seen and not self.events_seen and 200 <= (self.status or 0) < 300:
                 detail += f" ({self.bytes_seen} bytes received, keep-alive only)"
             elif self.bytes_seen:
@@ -720,3 +723,9 @@ def _scrub(outcome: Outcome, api_key: str | None) -> Outcome:
         if usage != outcome.usage:
             update["usage"] = usage
     return outcome.model_copy(update=update) if update else outcome
+
+
+def _secs(value: float) -> str:
+    """A bound for people: ``10s``, ``9.95s`` (a bound cut to the deadline's remainder is not
+    shown as ``9.95483s``)."""
+    return f"{round(value, 2):g}s"

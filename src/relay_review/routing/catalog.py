@@ -99,13 +99,19 @@ def parse_route(raw: Any, index: int) -> Route:
         raise CatalogInputError(
             f"routes[{index}].context_length: expected an integer or null, got {context!r:.40}"
         )
+    base_url = _text(raw, index, "base_url", required=False) or default_base_url(provider)
+    if base_url is None:  # a route nobody can call: refuse it now, not as a URL error later
+        raise CatalogInputError(
+            f"routes[{index}].base_url: missing, and provider {provider!r:.40} has no default "
+            "URL (give base_url, or a known provider kind)"
+        )
     return Route(
         index=index,
         account=account,
         provider=provider,
         model=model,
         agent_id=agent_id,
-        base_url=_text(raw, index, "base_url", required=False) or default_base_url(provider),
+        base_url=base_url,
         api_key_env=_text(raw, index, "api_key_env", required=False)
         or default_key_env(account, provider),
         prompt_price_per_1k=prompt,
@@ -143,29 +149,25 @@ def parse_zdr_feed(feed: Any) -> list[str]:
     ]
 
 
-def _last_segment(model: str) -> str:
-    return model.rsplit("/", 1)[-1].lower()
+#: Providers whose own published ZDR list the feed is: OpenRouter's ``/endpoints/zdr`` lists
+#: OpenRouter's endpoints, so it is evidence for OpenRouter routes only.
+ZDR_FEED_PROVIDERS = frozenset({"openrouter"})
 
 
 class ZdrIndex:
     """Answers "is this route zero-data-retention?" from a feed's model ids.
 
-    Exact model match (case-insensitive) for every provider; for providers other than
-    ``openrouter`` also a match of the last path segment against exactly one distinct feed id
-    (ids compared case-insensitively), so an ambiguous segment proves nothing.
+    Only from evidence the route's provider publishes itself: an OpenRouter route whose model id
+    is in OpenRouter's feed (case-insensitive, exact). A route of another provider is never ZDR
+    by this feed, even when its model has the same name: the feed says what OpenRouter's
+    endpoints retain, nothing about NVIDIA's or anyone else's.
     """
 
     def __init__(self, model_ids: Iterable[str] | None) -> None:
-        ids = {m.lower() for m in model_ids or ()}
-        self._exact = ids
-        self._segments = Counter(_last_segment(m) for m in ids)
+        self._exact = {m.lower() for m in model_ids or ()}
 
     def is_zdr(self, provider: str, model: str) -> bool:
-        if model.lower() in self._exact:
-            return True
-        if provider == "openrouter":
-            return False
-        return self._segments.get(_last_segment(model), 0) == 1
+        return provider in ZDR_FEED_PROVIDERS and model.lower() in self._exact
 
 
 def _tier(cost: Cost, zdr: bool) -> int:

@@ -92,7 +92,11 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         return
     bound = min(timeout, remaining)
     deadlines = Deadlines(
-        connect=min(run.deadlines.connect, bound), first_byte=bound, idle=bound, attempt=bound
+        connect=min(run.deadlines.connect, bound),
+        first_byte=bound,
+        idle=bound,
+        attempt=bound,
+        attempt_name="probe timeout",
     )
     board.in_flight.add(entry.agent_id)
     board.set(entry.agent_id, sent=True)

@@ -1,0 +1,136 @@
+"""The CLI speaks one language: shared --format words, -v anywhere, exit codes that say whether
+anything worked, unusable routes refused by index, and one line naming missing keys."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+from relay_review import cli
+from relay_review.commands import discover as discover_cmd
+from relay_review.github.publish import serving_routes
+from relay_review.pipeline.action import zdr_blocked_line
+from relay_review.render import plural
+from relay_review.routing.catalog import build_catalog, parse_discovery
+
+
+def write_routes(tmp_path: Path, routes: list[dict]) -> Path:
+    path = tmp_path / "d.json"
+    path.write_text(json.dumps({"routes": routes}), encoding="utf-8")
+    return path
+
+
+def free(account: str, model: str, provider: str = "openrouter", **extra) -> dict:
+    return {
+        "account": account,
+        "provider": provider,
+        "model": model,
+        "prompt_price_per_1k": 0,
+        "completion_price_per_1k": 0,
+        **extra,
+    }
+
+
+def test_every_format_flag_uses_one_vocabulary() -> None:
+    words = set()
+    for name in ("catalog", "preflight", "chat", "review", "drill"):
+        parser = cli.build_parser(name)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (fmt,) = [a for a in sub.choices[name]._actions if a.dest == "format"]
+        words |= set(fmt.choices)
+    assert words == {"json", "text", "markdown"}
+
+
+def test_verbose_after_the_command(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write_routes(tmp_path, [free("a", "m")])
+    assert cli.main(["catalog", "--discovery", str(path), "-v"]) == 0
+    assert cli.main(["-v", "catalog", "--discovery", str(path), "--format", "text"]) == 0
+    args = cli.build_parser("catalog").parse_args(["-v", "catalog", "--discovery", "x"])
+    assert args.verbose is True  # a -v before the command is not undone by the sub-parser
+
+
+def test_route_with_unknown_provider_and_no_base_url_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write_routes(tmp_path, [free("a", "m"), free("mine", "m", provider="my_gateway")])
+    assert cli.main(["catalog", "--discovery", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "routes[1].base_url: missing, and provider 'my_gateway' has no default URL" in err
+    ok = write_routes(tmp_path, [free("mine", "m", provider="x", base_url="http://h/v1")])
+    assert cli.main(["catalog", "--discovery", str(ok)]) == 0
+
+
+def test_preflight_without_keys_exits_1_naming_the_variables(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.delenv("OPENROUTER_API_KEY", raising=False)
+    monkeypatch.delenv("NVIDIA_NIM_API_KEY", raising=False)
+    path = write_routes(tmp_path, [free("openrouter", "m"), free("nvidia_nim", "n", "nvidia_nim")])
+    assert cli.main(["preflight", "--discovery", str(path), "--format", "text"]) == 1
+    captured = capsys.readouterr()
+    assert captured.err.strip().splitlines()[-1] == (
+        "relay-review preflight: no key for any selected route; set one of: "
+        "NVIDIA_NIM_API_KEY, OPENROUTER_API_KEY"
+    )
+    assert "0 probes sent" in captured.out
+
+
+def test_discover_exits_1_when_every_account_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    monkeypatch.setenv("MINE_KEY", "k")
+    policy = tmp_path / "p.toml"
+    policy.write_text(
+        '[discovery]\ntimeout = 1\n[[accounts]]\nname = "mine"\nkind = "openai_compatible"\n'
+        'base_url = "http://127.0.0.1:9/v1"\napi_key_env = "MINE_KEY"\n',
+        encoding="utf-8",
+    )
+    for name in ("OPENROUTER_API_KEY", "NVIDIA_NIM_API_KEY", "OPENCODE_API_KEY"):
+        monkeypatch.delenv(name, raising=False)
+    parser = argparse.ArgumentParser()
+    discover_cmd.add_parser(parser.add_subparsers(dest="command"))
+    out = tmp_path / "r.json"
+    args = parser.parse_args(["discover", "--out", str(out), "--policy", str(policy)])
+    assert discover_cmd.run(args) == 1
+    assert out.is_file()  # the report (with the error) is still written
+    err = capsys.readouterr().err
+    assert "(0 routes, 1 error, no ZDR feed)" in err
+    assert err.strip().endswith("every account with a key failed")
+
+
+def test_plural() -> None:
+    assert [plural(n, "chunk") for n in (0, 1, 2)] == ["0 chunks", "1 chunk", "2 chunks"]
+
+
+def test_served_by_lists_every_serving_route_once_in_chunk_order() -> None:
+    report = {
+        "served_by": {"agent_id": "a/x"},
+        "chunks": [
+            {"served_by": {"agent_id": "b/y"}},
+            {"served_by": None},
+            {"served_by": {"agent_id": "a/x"}},
+            {"served_by": {"agent_id": "b/y"}},
+        ],
+    }
+    assert serving_routes(report) == ["b/y", "a/x"]
+    assert serving_routes({"served_by": {"agent_id": "a/x"}, "chunks": []}) == ["a/x"]
+    assert serving_routes({"served_by": None}) == []
+
+
+def test_require_zdr_leaving_no_route_is_one_line_naming_the_input() -> None:
+    routes = parse_discovery(
+        {"routes": [free("openrouter", "q:free"), free("n", "m", "nvidia_nim")]}
+    )
+    # NVIDIA's model is in OpenRouter's feed by name: that is no evidence about NVIDIA
+    catalog = build_catalog(routes, ["m", "q"], require_zdr=True)
+    line = zdr_blocked_line(catalog, "auto", True)
+    assert line is not None and "\n" not in line
+    assert "require-zdr is auto and this repository is private" in line
+    assert "none of the 2 eligible routes is ZDR" in line
+    assert "require-zdr: false" in line
+    assert "visibility is unknown" in (zdr_blocked_line(catalog, "auto", None) or "")
+    open_catalog = build_catalog(routes, ["m"], require_zdr=False)
+    assert zdr_blocked_line(open_catalog, "auto", True) is None
