@@ -30,6 +30,46 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     github_mock.ensure_node_tools()
 
 
+#: Words every skip of the GitHub mock's tools carries (tests/github_mock.py says "run `npm ci`").
+MOCK_SKIP_MARK = "npm ci"
+
+
+def pytest_report_header(config: pytest.Config) -> str | None:
+    """Say up front when the GitHub mock's tools are missing (and cannot be installed)."""
+    import github_mock
+
+    missing = github_mock.prism_available()
+    if missing is None:
+        return None
+    import shutil
+
+    npm = "npm not found on PATH" if shutil.which("npm") is None else "npm ci did not install it"
+    return f"GitHub API mock: NOT AVAILABLE ({missing}; {npm}); its suites will be skipped"
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """A loud closing line when tests were skipped for want of the GitHub mock (Node/npm):
+    a green run without them has not run the fault-matrix and GitHub-fault suites."""
+    skipped = [
+        r
+        for r in terminalreporter.stats.get("skipped", [])
+        if MOCK_SKIP_MARK in str(getattr(r, "longrepr", ""))
+    ]
+    if not skipped:
+        return
+    terminalreporter.write_sep(
+        "!",
+        f"{len(skipped)} test{'s' if len(skipped) != 1 else ''} SKIPPED: the GitHub API mock "
+        "(Prism, from tools/test) is not installed",
+        red=True,
+        bold=True,
+    )
+    terminalreporter.write_line(
+        "Install Node.js with npm (the test run then runs `npm ci` in tools/test itself) and run "
+        "the tests again; with CI=true (as .ci/run sets) these skips are failures."
+    )
+
+
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     for item in items:
         fixtures = set(getattr(item, "fixturenames", ()))
