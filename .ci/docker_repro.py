@@ -69,6 +69,23 @@ def instructions(text: str) -> list[tuple[str, str]]:
     return out
 
 
+def apply_args(steps: list[tuple[str, str]]) -> list[tuple[str, str]]:
+    """The instructions with each ``ARG NAME=default`` before ``FROM`` applied to ``FROM``
+    (``${NAME}`` / ``$NAME``) and dropped: what ``docker build`` uses without ``--build-arg``."""
+    defaults: dict[str, str] = {}
+    out: list[tuple[str, str]] = []
+    for word, args in steps:
+        if word == "ARG" and not any(w == "FROM" for w, _ in out):
+            name, _, default = args.partition("=")
+            defaults[name.strip()] = default.strip()
+            continue
+        if word == "FROM":
+            for name, value in defaults.items():
+                args = args.replace("${" + name + "}", value).replace("$" + name, value)
+        out.append((word, args))
+    return out
+
+
 def map_paths(command: str) -> str:
     """Rewrite image paths to the reproduction's; fail on an absolute path it cannot map."""
     for image, local in PATH_MAP.items():
@@ -277,7 +294,7 @@ def main() -> int:
     env.pop("PYTHONPATH", None)
     env.pop("PYTHONHOME", None)
     try:
-        steps = instructions((REPO / "Dockerfile").read_text(encoding="utf-8"))
+        steps = apply_args(instructions((REPO / "Dockerfile").read_text(encoding="utf-8")))
         if not steps or steps[0][0] != "FROM":
             raise ReproError("the Dockerfile must start with FROM")
         if [word for word, _ in steps].count("FROM") > 1:

@@ -69,7 +69,19 @@ def _repro():
 
 
 def _dockerfile() -> list[tuple[str, str]]:
-    return _repro().instructions((ROOT / "Dockerfile").read_text(encoding="utf-8"))
+    """The Dockerfile's instructions as ``docker build`` sees them without build arguments."""
+    repro = _repro()
+    return repro.apply_args(repro.instructions((ROOT / "Dockerfile").read_text(encoding="utf-8")))
+
+
+def test_base_image_is_pinned_by_tag_and_digest_and_overridable():
+    raw = _repro().instructions((ROOT / "Dockerfile").read_text(encoding="utf-8"))
+    assert raw[0][0] == "ARG" and raw[0][1].startswith("BASE_IMAGE=")
+    assert raw[1] == ("FROM", "${BASE_IMAGE}")
+    assert dict(_dockerfile())["FROM"] == (
+        "python:3.11.14-slim-bookworm"
+        "@sha256:65a93d69fa75478d554f4ad27c85c1e69fa184956261b4301ebaf6dbb0a3543d"
+    )
 
 
 def _readme_action_section() -> str:
