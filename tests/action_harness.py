@@ -342,6 +342,7 @@ def start_action(
     env_extra: dict[str, str] | None = None,
     measure_memory: bool = False,
     event_text: str | None = None,
+    image: str | None = None,
 ) -> ActionProcess:
     """Start ``relay-review run`` like the runner does, without waiting (for concurrent runs:
     give each its own ``root`` and, to tell them apart on the mock, its own ``github-token``).
@@ -350,6 +351,8 @@ def start_action(
     ``measure_memory`` starts the action under a small Python parent that records the action's
     peak RSS (``ru_maxrss`` of its one child; it includes only that parent's small pre-``exec``
     image) into ``Run.peak_rss_mb``. ``event_text`` replaces the event payload file's text.
+    ``image`` runs the action's Docker image instead, as the runner starts it
+    (:func:`container_command`).
     """
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
@@ -388,7 +391,9 @@ def start_action(
         env[f"INPUT_{name.upper()}"] = value
     env.update(env_extra or {})
     command = [sys.executable, "-m", "relay_review", "run"]
-    if measure_memory:
+    if image is not None:
+        command, env = container_command(image, root, env)
+    elif measure_memory:
         command = [sys.executable, "-c", _PEAK_RSS, str(root / PEAK_RSS_FILE), *command]
     proc = subprocess.Popen(
         command,
@@ -400,6 +405,70 @@ def start_action(
         text=True,
     )
     return ActionProcess(proc, root)
+
+
+#: Where the runner mounts its folders in an action's container.
+CONTAINER_WORKSPACE = "/github/workspace"
+
+
+def container_command(
+    image: str, root: Path, env: dict[str, str]
+) -> tuple[list[str], dict[str, str]]:
+    """``docker run`` of ``image`` the way the runner starts a Docker container action.
+
+    The runner mounts the workspace at /github/workspace (and makes it the working directory),
+    its home at /github/home, the event payload's folder at /github/workflow and the output and
+    summary files' folder at /github/file_commands, and passes ``INPUT_*``/``GITHUB_*`` and the
+    step's env with ``-e NAME`` (values from the docker client's environment, not argv). Here
+    ``root`` is that folder, so the files land where :meth:`ActionProcess.wait` reads them. The
+    mock and the fleet listen on 127.0.0.1: the container shares the host's network.
+    """
+    home, workflow = root / "home", root / "workflow"
+    home.mkdir(exist_ok=True)
+    workflow.mkdir(exist_ok=True)
+    event = Path(env["GITHUB_EVENT_PATH"])
+    (workflow / "event.json").write_bytes(event.read_bytes())
+    inside = {
+        **env,
+        "HOME": "/github/home",
+        "GITHUB_EVENT_PATH": "/github/workflow/event.json",
+        "GITHUB_WORKSPACE": CONTAINER_WORKSPACE,
+        "GITHUB_OUTPUT": "/github/file_commands/output.txt",
+        "GITHUB_STEP_SUMMARY": "/github/file_commands/summary.md",
+        "RUNNER_TEMP": "/github/runner_temp",
+    }
+    inside.pop("PATH", None)  # the image's own PATH
+    command = [
+        "docker",
+        "run",
+        "--rm",
+        "--network",
+        "host",
+        "--workdir",
+        CONTAINER_WORKSPACE,
+        "-v",
+        f"{root / 'workspace'}:{CONTAINER_WORKSPACE}",
+        "-v",
+        f"{home}:/github/home",
+        "-v",
+        f"{workflow}:/github/workflow",
+        "-v",
+        f"{root}:/github/file_commands",
+        "-v",
+        f"{root / 'runner-temp'}:/github/runner_temp",
+    ]
+    for name in sorted(inside):
+        command += ["-e", f"{name}={inside[name]}" if name == "HOME" else name]
+    command.append(image)
+    client_env = {
+        **inside,
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "HOME": os.environ.get("HOME", "/root"),  # the docker client's own configuration
+    }
+    for name in ("DOCKER_HOST", "DOCKER_CONFIG"):
+        if name in os.environ:
+            client_env[name] = os.environ[name]
+    return command, client_env
 
 
 def run_action(
@@ -414,6 +483,7 @@ def run_action(
     timeout: float = 120,
     measure_memory: bool = False,
     event_text: str | None = None,
+    image: str | None = None,
 ) -> Run:
     """Start ``relay-review run`` like the runner does and collect everything it left.
 
@@ -429,6 +499,7 @@ def run_action(
         env_extra=env_extra,
         measure_memory=measure_memory,
         event_text=event_text,
+        image=image,
     )
     return process.wait(timeout)
 

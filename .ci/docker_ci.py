@@ -1,0 +1,295 @@
+"""Build the action's Dockerfile on a real Docker engine and run the image as the runner does.
+
+Steps (each says what it does; any failure fails CI, except an engine that cannot start):
+
+1. An engine: use the one answering ``docker info``; else install Debian's ``docker.io`` (one
+   ``apt-get update``; this runs as root) and start ``dockerd`` with its data under /tmp. A
+   ``dockerd`` started here is stopped by its PID at the end, also on failure or a signal.
+2. A stand-in base image: Docker Hub cannot be reached here, so ``python:3.11-slim-bookworm``
+   is replaced by one built from Debian packages: ``debootstrap --variant=minbase bookworm``
+   with python3.11 and python3-venv, a venv at /usr/local (pip and console scripts land in
+   /usr/local/bin, as in the official image), the official image's PATH and LANG, imported with
+   ``docker import``. pip in it trusts the machine's CA bundle (/etc/pip.conf; a sandbox
+   detail of the stand-in only). It is cached as a tarball keyed by a hash of its recipe.
+3. ``docker build --build-arg BASE_IMAGE=<stand-in>`` of the project's Dockerfile.
+4. tests/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set: a push event (skip notice,
+   exit 0, outputs written), a pull_request_target event against the GitHub mock (Prism) and the
+   fault fleet (exit 0, one comment, no 422), and ``docker stop`` (SIGTERM handled at once).
+
+Where no engine can start, it says so loudly and exits 0: .ci/run still runs the Dockerfile
+reproduction without an engine (.ci/docker_repro.py). ``RELAY_REVIEW_REQUIRE_DOCKER=1`` makes
+that case a failure.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+STATE = Path(tempfile.gettempdir()) / "relay-review-ci-docker"
+SOCKET = STATE / "docker.sock"
+CACHE = Path(os.environ.get("RELAY_REVIEW_CI_CACHE", "/var/cache/relay-review-ci"))
+PROJECT_IMAGE = "relay-review:ci"
+#: The official image's environment, repeated in the stand-in.
+BASE_ENV = {
+    "PATH": "/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
+    "LANG": "C.UTF-8",
+}
+PACKAGES = ("python3.11", "python3-venv", "ca-certificates")
+PIP_CONF = "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+class Unavailable(Exception):
+    """No Docker engine can run here (said loudly; not a CI failure by default)."""
+
+
+def say(text: str) -> None:
+    print(f"docker ci: {text}", flush=True)
+
+
+def run(cmd: list[str], **kw: object) -> subprocess.CompletedProcess[str]:
+    """Run a command, echoing it; raise on failure."""
+    say("$ " + " ".join(cmd))
+    return subprocess.run(cmd, check=True, text=True, **kw)  # type: ignore[call-overload]
+
+
+#: The engine the docker client talks to: the dockerd started here, unless one already runs.
+ENGINE = {"host": f"unix://{SOCKET}"}
+
+
+def docker_env() -> dict[str, str]:
+    return {**os.environ, "DOCKER_HOST": ENGINE["host"]}
+
+
+def engine_answers(env: dict[str, str] | None = None) -> bool:
+    if shutil.which("docker") is None:
+        return False
+    done = subprocess.run(
+        ["docker", "info", "--format", "{{.ServerVersion}}"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=30,
+        check=False,
+    )
+    return done.returncode == 0
+
+
+def apt_install(packages: list[str], updated: list[bool]) -> None:
+    """``apt-get install`` (``apt-get update`` first, once per run)."""
+    if os.geteuid() != 0 or shutil.which("apt-get") is None:
+        raise Unavailable(f"cannot install {' '.join(packages)}: needs root and apt-get")
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    if not updated:
+        run(["apt-get", "update", "-qq"], env=env)
+        updated.append(True)
+    run(["apt-get", "install", "-y", "-qq", "--no-install-recommends", *packages], env=env)
+
+
+def start_dockerd(updated: list[bool]) -> subprocess.Popen[bytes]:
+    """Start dockerd with its state under /tmp; wait until it answers."""
+    if shutil.which("dockerd") is None:
+        try:
+            apt_install(["docker.io"], updated)
+        except subprocess.CalledProcessError as exc:
+            raise Unavailable(f"installing docker.io failed: {exc}") from None
+    STATE.mkdir(parents=True, exist_ok=True)
+    log = open(STATE / "dockerd.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [
+            "dockerd",
+            "--host",
+            f"unix://{SOCKET}",
+            "--data-root",
+            str(STATE / "data"),
+            "--exec-root",
+            str(STATE / "exec"),
+            "--pidfile",
+            str(STATE / "dockerd.pid"),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    say(f"dockerd started (PID {proc.pid}; log {STATE / 'dockerd.log'})")
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = (STATE / "dockerd.log").read_text(errors="replace")[-1500:]
+            raise Unavailable(f"dockerd exited with {proc.returncode}:\n{tail}")
+        if engine_answers(docker_env()):
+            return proc
+        time.sleep(1)
+    stop_dockerd(proc)
+    raise Unavailable("dockerd did not answer within 60 s")
+
+
+def stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
+    """Stop the dockerd started here, by its PID (SIGTERM, then SIGKILL after 30 s)."""
+    if proc.poll() is not None:
+        return
+    say(f"stopping dockerd (PID {proc.pid})")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def apt_mirror() -> str:
+    """The Debian mirror apt uses here (deb822 ``URIs:`` or a ``deb`` line), else the default."""
+    sources = [Path("/etc/apt/sources.list"), *Path("/etc/apt/sources.list.d").glob("*")]
+    for path in sources:
+        try:
+            lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            words = line.split()
+            if not words or words[0] not in ("URIs:", "deb"):
+                continue
+            url = next((w for w in words[1:] if w.startswith(("http://", "https://"))), "")
+            if url.rstrip("/").endswith("/debian"):
+                return url
+    return DEFAULT_MIRROR
+
+
+def standin_recipe(mirror: str) -> str:
+    """Everything that decides the stand-in's content (its cache key hashes this)."""
+    return "\n".join(
+        [
+            "debootstrap --variant=minbase bookworm",
+            mirror,
+            ",".join(PACKAGES),
+            "venv /usr/local",
+            PIP_CONF,
+            repr(sorted(BASE_ENV.items())),
+        ]
+    )
+
+
+def build_standin(tarball: Path, mirror: str, updated: list[bool]) -> None:
+    """debootstrap a minimal bookworm with Python 3.11, venv at /usr/local; tar it."""
+    if shutil.which("debootstrap") is None:
+        apt_install(["debootstrap"], updated)
+    root = Path(tempfile.mkdtemp(prefix="relay-review-standin-"))
+    try:
+        started = time.monotonic()
+        run(
+            [
+                "debootstrap",
+                "--variant=minbase",
+                f"--include={','.join(PACKAGES)}",
+                "bookworm",
+                str(root),
+                mirror,
+            ],
+            stdout=subprocess.DEVNULL,
+        )
+        run(["chroot", str(root), "python3.11", "-m", "venv", "/usr/local"])
+        (root / "etc" / "pip.conf").write_text(PIP_CONF, encoding="utf-8")
+        shutil.rmtree(root / "var" / "cache" / "apt" / "archives", ignore_errors=True)
+        tarball.parent.mkdir(parents=True, exist_ok=True)
+        partial = tarball.with_suffix(".partial")
+        run(["tar", "-C", str(root), "-cf", str(partial), "."])
+        partial.replace(tarball)
+        say(f"stand-in base built in {time.monotonic() - started:.0f} s: {tarball}")
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def standin_image(updated: list[bool]) -> str:
+    """The stand-in base's tag: imported from the cached tarball (built first if missing)."""
+    mirror = apt_mirror()
+    key = hashlib.sha256(standin_recipe(mirror).encode()).hexdigest()[:16]
+    tag = f"relay-review-standin:{key}"
+    env = docker_env()
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True, env=env).returncode:
+        tarball = CACHE / f"standin-{key}.tar"
+        if tarball.is_file():
+            say(f"stand-in base from the cache: {tarball}")
+        else:
+            build_standin(tarball, mirror, updated)
+        changes = [arg for k, v in BASE_ENV.items() for arg in ("--change", f"ENV {k}={v}")]
+        changes += ["--change", 'CMD ["python3"]']
+        run(["docker", "import", *changes, str(tarball), tag], env=env, stdout=subprocess.DEVNULL)
+    return tag
+
+
+def main() -> int:
+    updated: list[bool] = []
+    dockerd: subprocess.Popen[bytes] | None = None
+
+    def on_signal(signum: int, _frame: object) -> None:
+        raise SystemExit(128 + signum)  # unwinds through finally: dockerd is stopped
+
+    signal.signal(signal.SIGTERM, on_signal)
+    try:
+        if engine_answers():  # an engine already runs (the client's default): start nothing
+            ENGINE["host"] = (
+                os.environ.get("DOCKER_HOST")
+                or subprocess.run(
+                    ["docker", "context", "inspect", "--format", "{{.Endpoints.docker.Host}}"],
+                    capture_output=True,
+                    text=True,
+                    check=False,
+                ).stdout.strip()
+            )
+            say(f"using the running engine at {ENGINE['host']}")
+        else:
+            dockerd = start_dockerd(updated)
+        env = docker_env()
+        base = standin_image(updated)
+        started = time.monotonic()
+        run(
+            ["docker", "build", "--build-arg", f"BASE_IMAGE={base}", "-t", PROJECT_IMAGE, "."],
+            cwd=REPO,
+            env=env,
+        )
+        say(f"image {PROJECT_IMAGE} built in {time.monotonic() - started:.0f} s")
+        test_env = {**env, "RELAY_REVIEW_TEST_IMAGE": PROJECT_IMAGE}
+        run(
+            [
+                sys.executable,
+                "-m",
+                "pytest",
+                "-q",
+                "-p",
+                "no:cacheprovider",
+                "-rs",
+                "tests/test_container.py",
+            ],
+            cwd=REPO,
+            env=test_env,
+        )
+        return 0
+    except Unavailable as exc:
+        banner = "!" * 78
+        print(
+            f"\n{banner}\ndocker ci: NO DOCKER ENGINE: {exc}\n"
+            "docker ci: the image was NOT built or run; only the engine-less reproduction "
+            f"(.ci/docker_repro.py) checks the Dockerfile.\n{banner}\n",
+            flush=True,
+        )
+        return 1 if os.environ.get("RELAY_REVIEW_REQUIRE_DOCKER") == "1" else 0
+    except subprocess.CalledProcessError as exc:
+        print(f"docker ci: FAILED: {exc}", file=sys.stderr)
+        return 1
+    finally:
+        if dockerd is not None:
+            stop_dockerd(dockerd)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
