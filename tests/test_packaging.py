@@ -86,7 +86,7 @@ def test_base_image_is_pinned_by_tag_and_digest_and_overridable():
 
 def _readme_action_section() -> str:
     text = (ROOT / "README.md").read_text(encoding="utf-8")
-    start = text.index("\n## GitHub Action\n")
+    start = text.index("\n## Configuration (the GitHub Action)\n")
     end = text.find("\n## ", start + 1)
     return text[start : end if end != -1 else len(text)]
 
