@@ -32,7 +32,8 @@ body { margin: 0; background: #ffffff; }
   color: #1f2328; }
 .head { background: #f6f8fa; margin: -16px -24px 16px; padding: 8px 24px;
   border-bottom: 1px solid #d0d7de; border-radius: 6px 6px 0 0; color: #59636e; }
-h2 { font-size: 1.5em; border-bottom: 1px solid #d1d9e0b3; padding-bottom: .3em; margin: 8px 0 16px; }
+h2 { font-size: 1.5em; border-bottom: 1px solid #d1d9e0b3; padding-bottom: .3em;
+  margin: 8px 0 16px; }
 h3 { font-size: 1.25em; margin: 24px 0 16px; }
 table { border-collapse: collapse; display: block; overflow: auto; margin: 0 0 16px;
   font-size: 12px; }
@@ -105,7 +106,9 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "comment.png")
     parser.add_argument("--html", type=Path, help="also keep the HTML page here")
-    parser.add_argument("--height", type=int, default=830, help="capture height in pixels (the comment fits)")
+    parser.add_argument(
+        "--height", type=int, default=830, help="capture height in pixels (the comment fits)"
+    )
     args = parser.parse_args()
     html = comment_html(comment_markdown())
     with tempfile.TemporaryDirectory() as tmp:
