@@ -9,8 +9,9 @@ Steps (each says what it does; any failure fails CI, except an engine that canno
    is replaced by one built from Debian packages: ``debootstrap --variant=minbase bookworm``
    with python3.11 and python3-venv, a venv at /usr/local (pip and console scripts land in
    /usr/local/bin, as in the official image), the official image's PATH and LANG, imported with
-   ``docker import``. pip in it trusts the machine's CA bundle (/etc/pip.conf; a sandbox
-   detail of the stand-in only). It is cached as a tarball keyed by a hash of its recipe.
+   ``docker import``. It is cached as a tarball keyed by a hash of its recipe. pip in it trusts
+   the machine's CA bundle (/etc/pip.conf names the bundle, and a one-layer image on top of the
+   imported one copies the machine's bundle there; a sandbox detail of the stand-in only).
 3. ``docker build --build-arg BASE_IMAGE=<stand-in>`` of the project's Dockerfile.
 4. tests/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set: a push event (skip notice,
    exit 0, outputs written), a pull_request_target event against the GitHub mock (Prism) and the
@@ -46,6 +47,7 @@ BASE_ENV = {
 PACKAGES = ("python3.11", "python3-venv", "ca-certificates")
 PIP_CONF = "[global]\ncert = /etc/ssl/certs/ca-certificates.crt\n"
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
+HOST_CA = Path("/etc/ssl/certs/ca-certificates.crt")
 
 
 class Unavailable(Exception):
@@ -224,6 +226,24 @@ def standin_image(updated: list[bool]) -> str:
         changes = [arg for k, v in BASE_ENV.items() for arg in ("--change", f"ENV {k}={v}")]
         changes += ["--change", 'CMD ["python3"]']
         run(["docker", "import", *changes, str(tarball), tag], env=env, stdout=subprocess.DEVNULL)
+    return with_host_ca(tag, env)
+
+
+def with_host_ca(base: str, env: dict[str, str]) -> str:
+    """``base`` with this machine's CA bundle as its bundle, when the machine has one: pip in
+    the build reaches PyPI through whatever TLS the machine trusts (a sandbox detail of the
+    stand-in, not of the project's Dockerfile). The cached tarball stays machine-independent."""
+    if not HOST_CA.is_file():
+        return base
+    digest = hashlib.sha256(HOST_CA.read_bytes()).hexdigest()[:12]
+    tag = f"{base}-ca{digest}"
+    if subprocess.run(["docker", "image", "inspect", tag], capture_output=True, env=env).returncode:
+        with tempfile.TemporaryDirectory() as context:
+            shutil.copyfile(HOST_CA, Path(context) / "ca.crt")
+            (Path(context) / "Dockerfile").write_text(
+                f"FROM {base}\nCOPY ca.crt /etc/ssl/certs/ca-certificates.crt\n", encoding="utf-8"
+            )
+            run(["docker", "build", "-q", "-t", tag, context], env=env, stdout=subprocess.DEVNULL)
     return tag
 
 
