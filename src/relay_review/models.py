@@ -382,6 +382,9 @@ class FileReport(_Row):
     #: Changed content no model was shown (not an exclusion the policy trusts): the review is
     #: partial and never approves.
     left_out: bool = False
+    #: Reviewed in an earlier run and unchanged since: that run's head (sha, or "" when the run
+    #: had none) and findings were reused with no model request. None: reviewed this run.
+    reused_from: str | None = None
 
 
 class RouteRef(_Row):
@@ -400,6 +403,8 @@ class ChunkReport(_Row):
     paths: list[str] = Field(default_factory=list)
     served_by: RouteRef | None = None
     stopped: str = ""
+    #: Served from memory: an earlier run's review of identical content (no model request).
+    reused: bool = False
 
 
 class SelectedRoute(_Row):
@@ -461,6 +466,20 @@ class AttemptReport(_Row):
     completion_tokens: int | None = None
 
 
+class MemoryReport(_Row):
+    """What memory across runs did this run: where it lives, what it settled, what it saved."""
+
+    store: str = "none"
+    #: Routes a past run settled: proven (served first, unprobed), dead, cooling (no request).
+    proven: int = 0
+    dead: int = 0
+    cooling: int = 0
+    #: Chunks whose earlier review was reused (no model request).
+    reused_chunks: int = 0
+    #: Requests a run without memory would have sent: probes not needed, chunks not re-sent.
+    requests_avoided: int = 0
+
+
 class Verdict(BaseModel):
     """What the review concluded: the decision (computed, never the model's), the texts, and the
     findings that did and did not verify."""
@@ -507,6 +526,7 @@ class RunReport(BaseModel):
     catalog: CatalogSummary = Field(default_factory=CatalogSummary)
     probes_sent: int | None = 0
     elapsed_s: float | None = 0.0
+    memory: MemoryReport = Field(default_factory=MemoryReport)
     # set by the action (and the drill's provenance); absent from the JSON when unset
     provenance: str | None = None
     #: The maintainers' guidelines the review followed, as ``path@sha12`` (base commit).
@@ -545,6 +565,7 @@ class RunReport(BaseModel):
         out = {k: v[k] for k in _VERDICT_KEYS}
         out.update({k: body.pop(k) for k in _REVIEW_KEYS})
         out.update(probes_sent=body.pop("probes_sent"), elapsed_s=body.pop("elapsed_s"))
+        out.update(memory=body.pop("memory"))
         out.update(stopped=v["stopped"], why=v["why"], partial=v["partial"])
         for key in ACTION_KEYS:
             value = body.pop(key)

@@ -243,6 +243,25 @@ class GitHubPolicy(_Section):
     )
 
 
+class MemoryPolicy(_Section):
+    """``[memory]``: how long each remembered outcome counts in later runs (seconds).
+
+    ``proven``: a route that served is served first, unprobed. ``dead``: 404, unknown model, a
+    400 model error, or (for the whole account) 401/403/402. ``rate_limited``: a 429 without a
+    Retry-After (with one: until it ends). ``timeout``: the first cooldown of a silent route,
+    doubled on each repeat up to ``timeout_max``. ``server_error``: a 5xx or refused connection.
+    ``review``: a reviewed chunk's verified findings are reused while its content is unchanged.
+    """
+
+    proven: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
+    dead: float = _opt(86400.0, "a number of seconds > 0", **_SECONDS)
+    rate_limited: float = _opt(300.0, "a number of seconds > 0", **_SECONDS)
+    timeout: float = _opt(300.0, "a number of seconds > 0", **_SECONDS)
+    timeout_max: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
+    server_error: float = _opt(60.0, "a number of seconds > 0", **_SECONDS)
+    review: float = _opt(14 * 86400.0, "a number of seconds > 0", **_SECONDS)
+
+
 class Policy(_Section):
     """The whole policy file: one validated object, every section with its defaults."""
 
@@ -253,6 +272,7 @@ class Policy(_Section):
     serving: ServingPolicy = ServingPolicy()
     review: ReviewPolicy = ReviewPolicy()
     github: GitHubPolicy = GitHubPolicy()
+    memory: MemoryPolicy = MemoryPolicy()
 
 
 # --------------------------------------------------------------------------------------------

@@ -25,10 +25,12 @@ from relay_review.models import (
     ReviewStatus,
     RouteRef,
     RunReport,
+    ServedBy,
     Stopped,
     UnverifiedFinding,
     Verdict,
 )
+from relay_review.pipeline.memory import RunMemory
 from relay_review.pipeline.routes import session_for
 from relay_review.review.chunks import (
     DEFAULT_EXCLUDES,
@@ -60,6 +62,9 @@ from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
+from relay_review.state import Store
+from relay_review.state.chunks import chunk_key, chunk_memo, reuse
+from relay_review.state.memory import ChunkMemo
 
 log = logging.getLogger("relay_review.pipeline")
 #: A finding's suggestion keys: kept on verified findings only (an unverified one is not shown).
@@ -173,10 +178,17 @@ class Collected:
         return [c.served_by for c in self.chunks if c.served_by]
 
 
-def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileReport]) -> Collected:
+def collect(
+    plan: ChunkPlan,
+    results: list[ServeResult],
+    files: dict[str, FileReport],
+    reused: Mapping[int, ChunkMemo] | None = None,
+) -> Collected:
     """Gather every chunk's result; a chunk no route served marks its files skipped and left
-    out (in ``files``, in place)."""
+    out (in ``files``, in place). A chunk in ``reused`` (by number) was reviewed in an earlier
+    run: it counts as served, and its files say since which head they are unchanged."""
     out = Collected()
+    reused = reused or {}
     for chunk, result in zip(plan.chunks, results, strict=True):
         out.attempts.extend(result.attempts)
         served = RouteRef(**result.served_by.model_dump()) if result.served_by else None
@@ -187,6 +199,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
                 paths=chunk.paths,
                 served_by=served,
                 stopped=result.stopped,
+                reused=chunk.number in reused,
             )
         )
         if not result.ok:
@@ -300,6 +313,8 @@ async def review(
     unlisted_files: int = 0,
     instructions: Instructions | None = None,
     head_files: HeadFiles | None = None,
+    store: Store | None = None,
+    head_sha: str | None = None,
 ) -> RunReport:
     """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
 
@@ -309,6 +324,8 @@ async def review(
     ``instructions``: the maintainers' (guidelines, path instructions, language), in every
     request's system message. ``head_files``: head versions of files, for context around hunks
     (``review.context_lines``, in the room chunks have left).
+    ``store``: memory across runs (routes' outcomes; chunks reviewed before, reused with no
+    model request); ``head_sha``: the commit reviewed, kept with each chunk's review.
     """
     r = policy.review
     started = time.monotonic() if started_at is None else started_at
@@ -352,19 +369,35 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    session = session_for(catalog, policy, environ, chat_fn, started)
-    results = await serve_chunks(session, plan.chunks, policy, title, body, instructions)
-    got = collect(plan, results, files)
+    memory = RunMemory.load(store)
+    shape = instructions_key(instructions)
+    keys = {c.number: chunk_key(c, r, title, body, shape) for c in plan.chunks}
+    reused, results_of = reused_chunks(plan.chunks, keys, memory)
+    to_serve = [c for c in plan.chunks if c.number not in reused]
+    session = None
+    if to_serve:
+        session = session_for(catalog, policy, environ, chat_fn, started)
+        memory.recall_onto(session)
+        served_now = await serve_chunks(session, to_serve, policy, title, body, instructions)
+        results_of.update(zip((c.number for c in to_serve), served_now, strict=True))
+    results = [results_of[c.number] for c in plan.chunks]
+    got = collect(plan, results, files, reused)
+    mark_reused(files, plan.chunks, reused)
     findings = merge_findings(got.verified)
-    served = got.served
+    served = [c.served_by for c in got.chunks if c.served_by and not c.reused]
     report.files = list(files.values())
     report.served_by = served[0] if served else None
     report.chunks = got.chunks
     report.attempts = [
         AttemptReport(**a.model_dump()) for a in sorted(got.attempts, key=lambda a: a.started_s)
     ]
-    report.readiness = [ProbeReport(**p) for p in session.readiness()]
-    report.probes_sent = session.probes_sent
+    if session is not None:
+        report.readiness = [ProbeReport(**p) for p in session.readiness()]
+        report.probes_sent = session.probes_sent
+    memory.reused_chunks = len(reused)
+    report.memory = memory.report(catalog.selected, report.probes_sent or 0, environ, policy)
+    remember_chunks(memory, plan.chunks, keys, results_of, reused, policy, head_sha)
+    memory.save(session, policy)
     report.elapsed_s = round(time.monotonic() - started, 3)
     report.verdict = conclude(
         got,
@@ -374,6 +407,91 @@ async def review(
         allow_approve=r.allow_approve,
     )
     return report
+
+
+# --------------------------------------------------------------------------------------------
+# the review cache (memory across runs)
+
+
+def instructions_key(instructions: Instructions | None) -> str:
+    """The maintainers' instructions as they shape every request (part of a chunk's key)."""
+    return instructions.render() if instructions is not None else ""
+
+
+def reused_chunks(
+    chunks: list[Chunk], keys: Mapping[int, str], memory: RunMemory
+) -> tuple[dict[int, ChunkMemo], dict[int, ServeResult]]:
+    """Chunks an earlier run reviewed with identical content: their memos and results (their
+    findings validated again against the chunk; no model request)."""
+    memos: dict[int, ChunkMemo] = {}
+    results: dict[int, ServeResult] = {}
+    now = memory.clock()
+    for chunk in chunks:
+        try:
+            memo, kept = reuse(memory.memory, keys[chunk.number], chunk, now)
+        except KeyError:
+            continue
+        memos[chunk.number] = memo
+        account, _, model = memo.route.partition("/")
+        results[chunk.number] = ServeResult(
+            value=ChunkVerdict("", kept, []),
+            served_by=ServedBy(agent_id=memo.route or "memory", account=account, model=model),
+            stopped=Stopped.SERVED,
+        )
+    if memos:
+        log.info("review: %d of %d chunks unchanged since an earlier run", len(memos), len(chunks))
+    return memos, results
+
+
+def mark_reused(
+    files: dict[str, FileReport], chunks: list[Chunk], reused: Mapping[int, ChunkMemo]
+) -> None:
+    """Files all of whose chunks were reused say since which head (in ``files``, in place)."""
+    since: dict[str, str] = {}
+    fresh: set[str] = set()
+    for chunk in chunks:
+        memo = reused.get(chunk.number)
+        for path in chunk.paths:
+            if memo is None:
+                fresh.add(path)
+            else:
+                since.setdefault(path, memo.head[:12])
+    for path, head in since.items():
+        if path in files and path not in fresh and not files[path].left_out:
+            files[path] = files[path].model_copy(update={"reused_from": head})
+
+
+def remember_chunks(
+    memory: RunMemory,
+    chunks: list[Chunk],
+    keys: Mapping[int, str],
+    results: Mapping[int, ServeResult],
+    reused: Mapping[int, ChunkMemo],
+    policy: Policy,
+    head_sha: str | None,
+) -> None:
+    """Keep each chunk a model reviewed this run, unless a finding on its shown lines failed
+    verification (that chunk stays partial, so it is asked again next time)."""
+    now = memory.clock()
+    kept = dict(memory.memory.chunks)
+    for chunk in chunks:
+        result = results[chunk.number]
+        if chunk.number in reused or not result.ok or result.served_by is None:
+            continue
+        verdict: ChunkVerdict = result.value
+        if any(points_at_shown_code(f, chunk.index) for f, _ in verdict.unverified):
+            continue
+        memo = chunk_memo(
+            chunk,
+            verdict.verified,
+            now=now,
+            ttl=policy.memory.review,
+            head=head_sha or "",
+            route=result.served_by.agent_id,
+        )
+        if memo is not None:
+            kept[keys[chunk.number]] = memo
+    memory.memory = memory.memory.model_copy(update={"chunks": kept})
 
 
 def catalog_summary(catalog: Catalog) -> CatalogSummary:

@@ -7,9 +7,11 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay_review.models import Catalog
+from relay_review.pipeline.memory import RunMemory
 from relay_review.routing.board import ChatFn
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
+from relay_review.state import Store
 
 
 def session_for(
@@ -18,6 +20,8 @@ def session_for(
     environ: Mapping[str, str],
     chat: ChatFn | None,
     started_at: float | None = None,
+    *,
+    wait_for_recalled: bool = True,
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy."""
     return RoutingSession(
@@ -27,20 +31,34 @@ def session_for(
         environ=environ,
         chat=chat,
         started_at=time.monotonic() if started_at is None else started_at,
+        wait_for_recalled=wait_for_recalled,
     )
 
 
 async def preflight(
-    catalog: Catalog, policy: Policy, environ: Mapping[str, str], chat: ChatFn | None = None
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    chat: ChatFn | None = None,
+    *,
+    store: Store | None = None,
 ) -> dict[str, Any]:
-    """Probe the catalog and classify every route (the ``preflight`` command's report)."""
-    async with session_for(catalog, policy, environ, chat) as session:
+    """Probe the catalog and classify every route (the ``preflight`` command's report); routes
+    with fresh memory in ``store`` are reported as remembered and not probed."""
+    memory = RunMemory.load(store)
+    session = session_for(catalog, policy, environ, chat, wait_for_recalled=False)
+    memory.recall_onto(session)
+    async with session:
         await session.wait_preflight()
+    memory.save(session, policy)
     return {
         "catalog": catalog.to_json(),
         "readiness": session.readiness(),
         "probes_sent": session.probes_sent,
         "elapsed_s": session.elapsed(),
+        "memory": memory.report(
+            catalog.selected, session.probes_sent, environ, policy
+        ).model_dump(),
     }
 
 
@@ -50,11 +68,18 @@ async def chat(
     environ: Mapping[str, str],
     messages: list[dict],
     chat_fn: ChatFn | None = None,
+    *,
+    store: Store | None = None,
 ) -> dict[str, Any]:
-    """Serve one chat request with preflight and failover (the ``chat`` command's report)."""
-    async with session_for(catalog, policy, environ, chat_fn) as session:
+    """Serve one chat request with preflight and failover (the ``chat`` command's report);
+    ``store`` holds what earlier runs learned of the routes (read before, written after)."""
+    memory = RunMemory.load(store)
+    session = session_for(catalog, policy, environ, chat_fn)
+    memory.recall_onto(session)
+    async with session:
         result = await session.serve(messages)
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
+    memory.save(session, policy)
     return {
         "time_to_reply_s": time_to_reply if result.served_by else None,  # no reply, no time
         "reply": result.reply,
@@ -65,4 +90,7 @@ async def chat(
         "catalog": catalog.to_json(),
         "probes_sent": session.probes_sent,
         "elapsed_s": session.elapsed(),
+        "memory": memory.report(
+            catalog.selected, session.probes_sent, environ, policy
+        ).model_dump(),
     }

@@ -139,6 +139,10 @@ class RouteBoard:
         self.proven: set[str] = set()
         #: account -> its one key check this run (gateways; see :func:`account_wide`)
         self.key_checks: dict[str, asyncio.Task[bool | None]] = {}
+        #: The last outcome each route gave this run (probe or attempt): what memory keeps.
+        self.outcomes: dict[str, Outcome] = {}
+        #: Routes a past run proved, served first and unprobed (see :meth:`recall`).
+        self.recalled_proven: set[str] = set()
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -205,6 +209,30 @@ class RouteBoard:
                     retry_after=outcome.retry_after,
                     reset_at=outcome.reset_at,
                 )
+
+    # ---- memory across runs ------------------------------------------------------------------
+
+    def note(self, agent_id: str, outcome: Outcome) -> None:
+        """Keep the route's latest outcome (a probe's or an attempt's) for memory."""
+        self.outcomes[agent_id] = outcome
+
+    def recall(self, agent_id: str, *, usable: bool, status: Readiness, detail: str) -> None:
+        """What a past run says of a route: ``usable`` ones are served first without a probe;
+        the others (dead or cooling) are out for this run and get no request at all."""
+        self.set(agent_id, status=status, detail=detail)
+        if usable:
+            self.proven.add(agent_id)
+            self.recalled_proven.add(agent_id)
+        else:
+            self.out.add(agent_id)
+
+    def unsettled(self) -> list[CatalogEntry]:
+        """Routes memory said nothing about (the ones preflight may probe), in catalog order."""
+        return [e for e in self.entries if e.agent_id not in self.out | self.recalled_proven]
+
+    def recalled_left(self) -> bool:
+        """Whether a route a past run proved is still in play (preflight waits while it is)."""
+        return any(a not in self.out for a in self.recalled_proven)
 
     # ---- the change signal --------------------------------------------------------------------
 

@@ -194,6 +194,7 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             board.busy.discard(entry.agent_id)
             board.touch()
         result.attempts.append(attempt)
+        board.note(entry.agent_id, outcome)
         if accepted:
             board.proven.add(entry.agent_id)
             result.reply = outcome.content

@@ -68,13 +68,22 @@ def plan_probes(
 
 
 async def run_preflight(
-    board: RouteBoard, run: RunContext, *, probe_budget: int, probe_timeout: float
+    board: RouteBoard,
+    run: RunContext,
+    *,
+    probe_budget: int,
+    probe_timeout: float,
+    wait_for_recalled: bool = False,
 ) -> None:
     """Probe up to ``probe_budget`` routes concurrently and record each result on ``board``.
 
-    Each probe is bounded by ``probe_timeout`` (and the run's connect bound and deadline).
+    Each probe is bounded by ``probe_timeout`` (and the run's connect bound and deadline). Only
+    routes memory said nothing about are probed; with ``wait_for_recalled``, no probe goes out
+    while a route a past run proved is still in play (its real request is its probe).
     """
-    to_probe, keyless = plan_probes(board.entries, run.environ, probe_budget)
+    if wait_for_recalled:
+        await _wait_for_need(board, run)
+    to_probe, keyless = plan_probes(board.unsettled(), run.environ, probe_budget)
     for e in keyless:
         board.set(
             e.agent_id, status=Readiness.REJECTED, detail=missing_key_detail(e.route.api_key_env)
@@ -83,6 +92,12 @@ async def run_preflight(
         await asyncio.gather(*(_probe(board, run, e, probe_timeout) for e in to_probe))
     finally:
         board.finish()
+
+
+async def _wait_for_need(board: RouteBoard, run: RunContext) -> None:
+    """Wait while a remembered proven route is still in play (or until the run deadline)."""
+    while board.recalled_left() and run.clock() < run.deadline_at:
+        await board.wait_change(run.deadline_at - run.clock())
 
 
 async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeout: float) -> None:
@@ -112,6 +127,7 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         )
     finally:
         board.in_flight.discard(entry.agent_id)
+    board.note(entry.agent_id, outcome)
     status = PROBE_TABLE[outcome.kind]
     if board.status(entry.agent_id) is Readiness.REJECTED and status is not Readiness.READY:
         status = Readiness.REJECTED  # its account was condemned meanwhile

@@ -56,7 +56,9 @@ class RoutingSession:
         key_check: KeyCheckFn | None = None,
         clock: Callable[[], float] = time.monotonic,
         started_at: float | None = None,
+        wait_for_recalled: bool = True,
     ) -> None:
+        self.wait_for_recalled = wait_for_recalled
         self.preflight = preflight
         self.serving = serving
         self.environ = environ
@@ -91,6 +93,7 @@ class RoutingSession:
                 self._run,
                 probe_budget=self.preflight.probe_budget,
                 probe_timeout=self.preflight.probe_timeout,
+                wait_for_recalled=self.wait_for_recalled,
             )
         )
         return self

@@ -1,0 +1,122 @@
+"""The memory record: what one run leaves for the next, typed, versioned and size-bounded.
+
+It holds route ids, outcome kinds, times (Unix seconds), content hashes and verified findings
+only: never a key, a prompt, a reply text or a diff's patch. :func:`encode` writes it as compact
+JSON cut to a byte bound (oldest entries go first); :func:`decode` reads it back or says why not.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+#: The record's version: a store written by another version is ignored (never migrated).
+VERSION = 1
+#: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
+MAX_BYTES = 16 * 1024
+
+RouteState = Literal["proven", "dead", "cooling"]
+
+
+class _Record(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class RouteMemo(_Record):
+    """One route's (or account's) last outcome: ``proven`` served, ``dead`` will not serve,
+    ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles)."""
+
+    state: RouteState
+    outcome: str = Field(max_length=40)
+    at: float
+    until: float
+    strikes: int = Field(0, ge=0, le=32)
+
+
+class ReusedFinding(_Record):
+    """A verified finding kept for a chunk (:class:`relay_review.review.verdict.Finding`)."""
+
+    path: str = Field(max_length=4096)
+    line: int
+    side: str = "RIGHT"
+    quote: str = Field("", max_length=4000)
+    severity: str = Field(max_length=20)
+    message: str = Field("", max_length=4000)
+
+
+class ChunkMemo(_Record):
+    """A chunk reviewed before: when, at which head, by which route, and its verified findings."""
+
+    at: float
+    until: float
+    head: str = Field("", max_length=64)
+    route: str = Field("", max_length=300)
+    paths: list[str] = Field(default_factory=list)
+    findings: list[ReusedFinding] = Field(default_factory=list)
+
+
+class Memory(_Record):
+    """Everything remembered: routes and accounts by id, reviewed chunks by content hash."""
+
+    version: Literal[1] = VERSION
+    routes: dict[str, RouteMemo] = Field(default_factory=dict)
+    accounts: dict[str, RouteMemo] = Field(default_factory=dict)
+    chunks: dict[str, ChunkMemo] = Field(default_factory=dict)
+
+    def fresh(self, now: float) -> Memory:
+        """Only the entries whose time has not run out at ``now``."""
+        return Memory(
+            routes={k: v for k, v in self.routes.items() if v.until > now},
+            accounts={k: v for k, v in self.accounts.items() if v.until > now},
+            chunks={k: v for k, v in self.chunks.items() if v.until > now},
+        )
+
+
+class Unusable(ValueError):
+    """A stored record that cannot be used; the message says why (for the one warning)."""
+
+
+def _dump(memory: Memory) -> bytes:
+    return json.dumps(
+        memory.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=True
+    ).encode()
+
+
+def encode(memory: Memory, limit: int = MAX_BYTES) -> bytes:
+    """Compact JSON of ``memory`` in at most ``limit`` bytes: the oldest chunks, then the oldest
+    routes, are dropped until it fits."""
+    data = _dump(memory)
+    chunks = sorted(memory.chunks.items(), key=lambda kv: kv[1].at)
+    routes = sorted(memory.routes.items(), key=lambda kv: kv[1].at)
+    while len(data) > limit and (chunks or routes):
+        if chunks:
+            chunks.pop(0)
+        else:
+            routes.pop(0)
+        memory = memory.model_copy(update={"chunks": dict(chunks), "routes": dict(routes)})
+        data = _dump(memory)
+    return data
+
+
+def decode(data: bytes | str, limit: int = MAX_BYTES) -> Memory:
+    """The record in ``data``; raises :class:`Unusable` (oversized, not JSON, another version,
+    wrong shape)."""
+    raw = data.encode() if isinstance(data, str) else data
+    if len(raw) > limit:
+        raise Unusable(f"{len(raw)} bytes, more than the {limit} allowed")
+    try:
+        obj = json.loads(raw)
+    except ValueError:
+        raise Unusable("not valid JSON") from None
+    if not isinstance(obj, dict):
+        raise Unusable("not a JSON object")
+    if obj.get("version") != VERSION:
+        raise Unusable(f"version {str(obj.get('version'))[:20]!r}, this release reads {VERSION}")
+    try:
+        return Memory.model_validate(obj)
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        where = ".".join(str(p) for p in error["loc"])[:80]
+        raise Unusable(f"malformed at {where}: {error['msg']}") from None

@@ -1,0 +1,147 @@
+"""Route memory: a past run's outcomes laid on this run's board, and this run's folded back.
+
+:func:`recall` (before routing): a dead or cooling route gets zero requests this run and its
+readiness row says what was remembered and when (``remembered: not_found, 3 min ago``); a route
+proven recently is served first with no probe. :func:`remember` (after routing): each route's
+last outcome this run becomes its memo (:func:`classify`), the others keep theirs while fresh.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from relay_review.models import Outcome, OutcomeKind, Readiness
+from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
+from relay_review.settings import MemoryPolicy
+from relay_review.state.memory import Memory, RouteMemo
+
+#: Outcomes that mean the route will not serve (until its memo runs out).
+DEAD = frozenset({OutcomeKind.NOT_FOUND, OutcomeKind.BAD_REQUEST})
+#: Outcomes that mean: not now, later.
+COOLING = frozenset(
+    {
+        OutcomeKind.RATE_LIMITED,
+        OutcomeKind.TIMEOUT,
+        OutcomeKind.SERVER_ERROR,
+        OutcomeKind.CONNECTION_ERROR,
+    }
+)
+
+
+def ago(seconds: float) -> str:
+    """``42 s``, ``3 min``, ``2 h``, ``1 d``: how long ago, in one short word."""
+    s = max(0, int(seconds))
+    if s < 60:
+        return f"{s} s"
+    if s < 3600:
+        return f"{s // 60} min"
+    if s < 86400:
+        return f"{s // 3600} h"
+    return f"{s // 86400} d"
+
+
+def _memo_for(memory: Memory, agent_id: str, account: str, now: float) -> RouteMemo | None:
+    """The fresh memo that decides a route: its account's (dead) first, then its own."""
+    for memo in (memory.accounts.get(account), memory.routes.get(agent_id)):
+        if memo is not None and memo.until > now:
+            return memo
+    return None
+
+
+@dataclass
+class Recalled:
+    """How many routes memory settled before routing."""
+
+    proven: int = 0
+    dead: int = 0
+    cooling: int = 0
+
+    @property
+    def total(self) -> int:
+        return self.proven + self.dead + self.cooling
+
+
+def recall(board: RouteBoard, memory: Memory, now: float) -> Recalled:
+    """Lay ``memory``'s fresh memos on ``board`` (see the module docs); the counts."""
+    counts = Recalled()
+    for e in board.entries:
+        memo = _memo_for(memory, e.agent_id, e.account, now)
+        if memo is None:
+            continue
+        what = "served" if memo.state == "proven" else memo.outcome
+        detail = f"remembered: {what}, {ago(now - memo.at)} ago"
+        if memo.state == "cooling":
+            detail += f"; cooling for {ago(memo.until - now)} more"
+        status = {
+            "proven": Readiness.UNPROBED,
+            "dead": Readiness.REJECTED,
+            "cooling": Readiness.DEFERRED,
+        }[memo.state]
+        board.recall(e.agent_id, usable=memo.state == "proven", status=status, detail=detail)
+        setattr(counts, memo.state, getattr(counts, memo.state) + 1)
+    return counts
+
+
+def classify(
+    outcome: Outcome,
+    *,
+    served: bool,
+    now: float,
+    policy: MemoryPolicy,
+    before: RouteMemo | None = None,
+) -> RouteMemo | None:
+    """A route's memo from its last outcome this run (None: nothing worth remembering)."""
+    kind = outcome.kind
+    if served:
+        return RouteMemo(state="proven", outcome="ok", at=now, until=now + policy.proven)
+    if kind in DEAD or kind in ACCOUNT_WIDE:
+        return RouteMemo(state="dead", outcome=kind.value, at=now, until=now + policy.dead)
+    if kind is OutcomeKind.RATE_LIMITED:
+        wait = outcome.retry_after if outcome.retry_after else policy.rate_limited
+        return RouteMemo(state="cooling", outcome=kind.value, at=now, until=now + wait)
+    if kind is OutcomeKind.TIMEOUT:
+        strikes = before.strikes + 1 if before and before.outcome == kind.value else 0
+        cooldown = min(policy.timeout * 2**strikes, policy.timeout_max)
+        return RouteMemo(
+            state="cooling", outcome=kind.value, at=now, until=now + cooldown, strikes=strikes
+        )
+    if kind in COOLING:
+        return RouteMemo(
+            state="cooling", outcome=kind.value, at=now, until=now + policy.server_error
+        )
+    return None  # ok but not served (a probe, a refused reply), context too long, bad reply
+
+
+def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy) -> Memory:
+    """``memory`` updated with this run's outcomes on ``board`` (expired entries dropped; a
+    timed-out route's memo lingers up to ``timeout_max`` so its next cooldown can double)."""
+    routes = dict(memory.routes)
+    accounts = dict(memory.accounts)
+    for e in board.entries:
+        outcome = board.outcomes.get(e.agent_id)
+        if outcome is None:
+            continue
+        served = e.agent_id in board.proven and e.agent_id not in board.out and outcome.ok
+        memo = classify(
+            outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
+        )
+        if outcome.kind in ACCOUNT_WIDE and memo is not None:
+            accounts[e.account] = memo
+        if memo is None:
+            routes.pop(e.agent_id, None)
+        else:
+            routes[e.agent_id] = memo
+    for e in board.entries:  # an account that served this run is not dead
+        served = e.agent_id in board.proven and e.agent_id not in board.out
+        if served and e.agent_id in board.outcomes:
+            accounts.pop(e.account, None)
+    linger = policy.timeout_max
+    return Memory(
+        routes={
+            k: v
+            for k, v in routes.items()
+            if v.until > now or (v.outcome == "timeout" and v.until + linger > now)
+        },
+        accounts={k: v for k, v in accounts.items() if v.until > now},
+        chunks={k: v for k, v in memory.chunks.items() if v.until > now},
+    )
