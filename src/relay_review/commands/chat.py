@@ -13,9 +13,11 @@ from relay_review.commands.common import (
     add_catalog_args,
     add_format_arg,
     add_serving_args,
+    add_state_arg,
     catalog_from_args,
     missing_keys_line,
     policy_from_args,
+    store_from_args,
 )
 from relay_review.errors import UsageError
 from relay_review.render import attempt_timeline, readiness_table
@@ -30,6 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_catalog_args(p)
     add_serving_args(p)
+    add_state_arg(p)
     msg = p.add_mutually_exclusive_group(required=True)
     msg.add_argument("--message", metavar="TEXT", help="the user message")
     msg.add_argument("--message-file", metavar="FILE", help="read the user message from FILE")
@@ -47,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = args.message
     messages = [{"role": "user", "content": text}]
-    report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages))
+    store = store_from_args(args, os.environ)
+    report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages, store=store))
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:

@@ -21,6 +21,7 @@ from relay_review.settings import (
     merge_layers,
     resolve_require_zdr,
 )
+from relay_review.state import ENV_VAR, Store, check_state_url, open_store
 
 
 def whole_number(text: str) -> int:
@@ -152,6 +153,36 @@ def zdr_feed_path(args: argparse.Namespace, report: Any) -> str | None:
     if not isinstance(feed, str) or not feed:
         return None
     return str(Path(args.discovery).parent / feed)  # an absolute name stays absolute
+
+
+def state_url(text: str) -> str:
+    """argparse type of ``--state``: a path, ``file:PATH`` or ``none``."""
+    try:
+        return check_state_url(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(f"--state {text!r}: {exc}") from None
+
+
+def add_state_arg(parser: argparse.ArgumentParser) -> None:
+    """``--state URL``: where memory across runs lives (default: ``$RELAY_REVIEW_STATE``)."""
+    parser.add_argument(
+        "--state",
+        type=state_url,
+        metavar="URL",
+        help=f"memory across runs: a JSON file (PATH or file:PATH) or none (default: ${ENV_VAR}, "
+        "else none); remembered routes get no probe, unchanged chunks no request",
+    )
+
+
+def store_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Store:
+    """The store ``--state`` names, else ``RELAY_REVIEW_STATE`` (checked the same way)."""
+    url = getattr(args, "state", None)
+    if url is None and environ.get(ENV_VAR, "").strip():
+        try:
+            url = check_state_url(environ[ENV_VAR])
+        except ValueError as exc:
+            raise UsageError(f"{ENV_VAR}={environ[ENV_VAR][:80]!r}: {exc}") from None
+    return open_store(url)
 
 
 def read_json(path: str, what: str) -> Any:

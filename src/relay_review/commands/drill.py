@@ -11,9 +11,16 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 
 from relay_review import pipeline
-from relay_review.commands.common import add_format_arg, add_serving_args, policy_from_args
+from relay_review.commands.common import (
+    add_format_arg,
+    add_serving_args,
+    add_state_arg,
+    policy_from_args,
+    store_from_args,
+)
 from relay_review.drill.report import format_drill
 from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
 from relay_review.drill.scenarios import SCENARIOS, run_named
@@ -43,12 +50,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_serving_args(p)
     add_format_arg(p, ("json", "text", "markdown"), default="text")  # markdown: comment only
+    add_state_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
+    store = store_from_args(args, os.environ)
     if args.scenario is None:
-        report = pipeline.run_sync(run_review_drill(policy))
+        report = pipeline.run_sync(run_review_drill(policy, store))
         if args.format == "json":
             print(json.dumps(report, indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
@@ -59,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if report["decision"] != "unavailable" else 1
     if args.format == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
-    result = pipeline.run_sync(run_named(args.scenario, policy))
+    result = pipeline.run_sync(run_named(args.scenario, policy, store))
     if args.format == "json":
         print(json.dumps(result, indent=2))
     else:

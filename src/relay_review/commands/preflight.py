@@ -16,9 +16,11 @@ from relay_review.commands.common import (
     add_catalog_args,
     add_format_arg,
     add_serving_args,
+    add_state_arg,
     catalog_from_args,
     missing_keys_line,
     policy_from_args,
+    store_from_args,
 )
 from relay_review.render import plural, readiness_table
 
@@ -34,12 +36,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_catalog_args(p)
     add_serving_args(p, serving=False)
     add_format_arg(p, ("json", "text"))
+    add_state_arg(p)
 
 
 def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
-    report = pipeline.run_sync(pipeline.preflight(catalog, policy, os.environ))
+    report = pipeline.run_sync(
+        pipeline.preflight(catalog, policy, os.environ, store=store_from_args(args, os.environ))
+    )
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:

@@ -14,9 +14,11 @@ from relay_review.commands.common import (
     add_catalog_args,
     add_format_arg,
     add_serving_args,
+    add_state_arg,
     catalog_from_args,
     missing_keys_line,
     policy_from_args,
+    store_from_args,
 )
 from relay_review.errors import UsageError
 from relay_review.models import Decision
@@ -38,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     add_catalog_args(p)
     add_serving_args(p)
     add_format_arg(p, ("json", "markdown"))
+    add_state_arg(p)
 
 
 def _read(path: str, what: str) -> bytes:
@@ -61,7 +64,15 @@ def run(args: argparse.Namespace) -> int:
     )
     title = scrub_text(args.title) if args.title else None  # argv may hold undecodable bytes
     report = pipeline.run_sync(
-        pipeline.review(index, catalog, policy, os.environ, title=title, body=body)
+        pipeline.review(
+            index,
+            catalog,
+            policy,
+            os.environ,
+            title=title,
+            body=body,
+            store=store_from_args(args, os.environ),
+        )
     )
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))

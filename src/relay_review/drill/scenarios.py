@@ -21,6 +21,7 @@ from relay_review.drill.fleet import FaultFleet
 from relay_review.providers.chat import chat_call
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.settings import Policy
+from relay_review.state import Store
 
 REFERENCE = "reference"
 DRILL_MESSAGE = "Say hello to the operator in one short sentence."
@@ -177,7 +178,12 @@ async def direct_latency(fleet: FaultFleet, policy: Policy, messages: list[dict]
 
 
 async def run_scenario(
-    scenario: Scenario, policy: Policy, fleet: FaultFleet, *, message: str = DRILL_MESSAGE
+    scenario: Scenario,
+    policy: Policy,
+    fleet: FaultFleet,
+    *,
+    message: str = DRILL_MESSAGE,
+    store: Store | None = None,
 ) -> dict[str, Any]:
     """Run preflight + failover over the scenario's catalog on a started fleet; measure it."""
     messages = [{"role": "user", "content": message}]
@@ -188,7 +194,7 @@ async def run_scenario(
         limit=policy.catalog.limit,
         account_cap=policy.catalog.account_cap,
     )
-    report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages)
+    report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages, store=store)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
     probe_tokens = [r.max_tokens or 0 for r in chats if r.max_tokens is not None]
     scripts = [scenario.accounts[e.account][e.route.model] for e in catalog.selected]
@@ -209,8 +215,9 @@ async def run_scenario(
     }
 
 
-async def run_named(name: str, policy: Policy) -> dict[str, Any]:
-    """Start the named scenario's fleet, run the scenario under ``policy``, stop the fleet."""
+async def run_named(name: str, policy: Policy, store: Store | None = None) -> dict[str, Any]:
+    """Start the named scenario's fleet, run the scenario under ``policy`` (with the memory in
+    ``store``), stop the fleet."""
     scenario = SCENARIOS[name]
     async with fleet_for(scenario) as fleet:
-        return await run_scenario(scenario, policy, fleet)
+        return await run_scenario(scenario, policy, fleet, store=store)

@@ -83,6 +83,8 @@ async def run_preflight(
     """
     if wait_for_recalled:
         await _wait_for_need(board, run)
+        if board.finished:  # the session closed while we waited: no probe is needed
+            return
     to_probe, keyless = plan_probes(board.unsettled(), run.environ, probe_budget)
     for e in keyless:
         board.set(
@@ -96,7 +98,7 @@ async def run_preflight(
 
 async def _wait_for_need(board: RouteBoard, run: RunContext) -> None:
     """Wait while a remembered proven route is still in play (or until the run deadline)."""
-    while board.recalled_left() and run.clock() < run.deadline_at:
+    while board.recalled_left() and not board.finished and run.clock() < run.deadline_at:
         await board.wait_change(run.deadline_at - run.clock())
 
 

@@ -141,6 +141,7 @@ class RoutingSession:
         """Cancel probes still in flight (marking them abandoned) and close the client."""
         task, self._preflight_task = self._preflight_task, None
         if task is not None and not task.done():
+            self.board.finish()  # ends a wait for a remembered route (a lost cancel too)
             for agent_id in list(self.board.in_flight):
                 self.board.set(
                     agent_id,
