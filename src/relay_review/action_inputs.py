@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
 from relay_review.settings import OverrideError, check_override, parse_toml, validate_policy_data
+from relay_review.state import check_state_url
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -93,6 +94,7 @@ class ActionInputs(BaseModel):
     on_unavailable: Literal["fail", "pass"] = "fail"
     inline_comments: bool = False
     comment_author: str | None = None
+    state: str = "comment"
 
     def policy_overrides(self) -> dict[str, Any]:
         """The inputs that override policy keys, as a policy-shaped mapping (unset ones left out).
@@ -259,6 +261,15 @@ def _associations(value: str) -> frozenset[str]:
     return frozenset(words)
 
 
+def _state(value: str) -> str:
+    try:
+        return check_state_url(value, action=True)
+    except ValueError as exc:
+        raise ValueError(
+            "is not allowed; use comment (memory in the sticky comment), none, or file:PATH"
+        ) from exc
+
+
 def _login(value: str) -> str:
     if not _LOGIN.fullmatch(value):
         raise ValueError("is not allowed; use a GitHub login like github-actions[bot]")
@@ -289,6 +300,7 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "inline-comments": ("inline_comments", _bool),
     "comment-author": ("comment_author", _login),
     "trigger": ("trigger", _trigger),
+    "state": ("state", _state),
 }
 #: Inputs whose value is shown as "(hidden)" in error messages.
 SECRET_INPUTS = frozenset({"github-token"})

@@ -432,9 +432,23 @@ def _files_section(report: RunReport) -> Section | None:
     return ("files", _details(title, body), f"_{len(skipped)} files were not reviewed._")
 
 
+def _reused_section(report: RunReport) -> Section | None:
+    """Files an earlier run reviewed, unchanged since: their findings were reused unasked."""
+    reused = [f for f in report.files if f.reused_from is not None]
+    if not reused:
+        return None
+
+    def since(f: FileReport) -> str:
+        return f"reviewed at {md_code(f.reused_from)}" if f.reused_from else "reviewed earlier"
+
+    body = "\n".join(f"- {md_code(f.path)}: {since(f)}, unchanged since" for f in reused)
+    title = f"Files reused from an earlier run ({len(reused)} of {len(report.files)})"
+    return ("reused", _details(title, body), f"_{len(reused)} files reused from an earlier run._")
+
+
 def _readiness_section(report: RunReport) -> Section:
     """Every catalog route's preflight result and fault, and which routes served."""
-    chunk_servers = [c.served_by for c in report.chunks if c.served_by]
+    chunk_servers = [c.served_by for c in report.chunks if c.served_by and not c.reused]
     servers = chunk_servers or ([report.served_by] if report.served_by else [])
     rows = [
         [_md_cell(c) for c in row]
@@ -479,6 +493,13 @@ def _footer_section(report: RunReport) -> Section:
         foot.append(plural(report.probes_sent, "probe"))
     if report.elapsed_s is not None:
         foot.append(f"{float(report.elapsed_s):.1f} s")
+    m = report.memory
+    if m.store != "none":
+        remembered = m.proven + m.dead + m.cooling
+        foot.append(
+            f"memory ({m.store}): {remembered} routes remembered, {m.reused_chunks} chunks "
+            f"reused, {m.requests_avoided} requests saved"
+        )
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
     return ("footer", text, text)
@@ -492,6 +513,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
         _findings_section(report),
         _unverified_section(report),
         _files_section(report),
+        _reused_section(report),
         _readiness_section(report),
         _attempts_section(report),
         _footer_section(report),
@@ -500,7 +522,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
 
 
 #: Which parts give way first when the comment is too long.
-TRUNCATION_ORDER = ("attempts", "unverified", "files", "readiness", "findings", "head")
+TRUNCATION_ORDER = ("attempts", "reused", "unverified", "files", "readiness", "findings", "head")
 
 
 def comment_markdown(

@@ -186,6 +186,13 @@ def find_sticky(
     return ours[0], len(ours) - 1
 
 
+def sticky_body(repo: Repository, number: int, author: str, marker: str = MARKER) -> str | None:
+    """The body of our sticky comment (marker **and** author), or None: where the ``comment``
+    state store reads its payload, so a payload in anyone else's comment is never read."""
+    comment, _ = find_sticky(repo, number, author, marker)
+    return comment.body if comment is not None else None
+
+
 class _Uncertain(Exception):
     """A create failed in a way that may still have created the comment (5xx, transport)."""
 

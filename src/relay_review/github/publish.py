@@ -73,10 +73,12 @@ def publish(
     report: RunReport,
     secrets: Secrets,
     budget: WaitBudget | None = None,
+    state_line: str | None = None,
 ) -> Published:
     """Post the sticky comment (and line comments) unless the head moved; never raises for
     GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
-    GitHub rate limit may make us wait before the one retry."""
+    GitHub rate limit may make us wait before the one retry. ``state_line``: the memory
+    payload (a hidden line, the ``comment`` state store) put at the end of the comment."""
     published = Published()
     if _head_moved(repo, event, secrets, published):
         return published
@@ -84,8 +86,10 @@ def publish(
     # after (the rendered text as a whole).
     clean = secrets.redact_data(report.to_json())
     # room for the head line that upsert_sticky puts under the marker
-    limit = MAX_BODY_CHARS - HEAD_LINE_CHARS
+    limit = MAX_BODY_CHARS - HEAD_LINE_CHARS - (len(state_line) + 1 if state_line else 0)
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
+    if state_line:
+        body = body.rstrip("\n") + "\n" + state_line + "\n"
     if not _post_sticky(gh, repo, event, inputs, body, secrets, budget, published):
         return published
     findings = clean.get("findings") or []

@@ -28,6 +28,7 @@ from relay_review import __version__
 from relay_review.action_inputs import ActionInputs, read_action_inputs
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
+from relay_review.github.comment import resolve_author, sticky_body
 from relay_review.github.errors import GitHubEdgeError, PolicyRefError, github_errors
 from relay_review.github.event import (
     CommentCommand,
@@ -61,6 +62,7 @@ from relay_review.settings import (
     resolve_accounts,
     resolve_require_zdr,
 )
+from relay_review.state import CommentStore, Store, open_store
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -107,6 +109,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         remaining = policy.serving.deadline - (time.monotonic() - started)
         heads = context_stage(repo, event, index, policy, remaining)
     with actions.group("relay-review: review"):
+        store = state_store(gh, repo, event, inputs)
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = asyncio.run(
                 review(
@@ -120,6 +123,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     unlisted_files=unlisted,
                     instructions=instructions_for(policy, guidelines),
                     head_files=heads,
+                    store=store,
+                    head_sha=event.head_sha,
                 )
             )
         log_review(report)
@@ -135,7 +140,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             deadline=started + policy.serving.deadline,
             reserve=policy.github.timeout,  # the request after the wait must fit too
         )
-        published = publish(gh, repo, event, inputs, report, secrets, budget)
+        line = store.line if isinstance(store, CommentStore) else None
+        published = publish(gh, repo, event, inputs, report, secrets, budget, state_line=line)
     report.github = published.to_json()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
     report.exit_code = exit_code(report, inputs, published)
@@ -179,6 +185,17 @@ def describe_run(
 
 # --------------------------------------------------------------------------------------------
 # stages
+
+
+def state_store(gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs) -> Store:
+    """The store the ``state`` input names; ``comment`` reads our sticky comment only (found by
+    marker and author), when the review asks for it."""
+    if inputs.state != "comment":
+        return open_store(inputs.state)
+    return open_store(
+        "comment",
+        lambda: sticky_body(repo, event.number, resolve_author(gh, inputs.comment_author)),
+    )
 
 
 def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent | CommentCommand:
