@@ -104,7 +104,7 @@ class FileStore:
 
 #: The hidden line of the sticky comment that carries the payload.
 PAYLOAD_LINE = "<!-- relay-review:state v{version} {data} -->"
-_PAYLOAD = re.compile(r"^<!-- relay-review:state v(\d+) ([A-Za-z0-9+/=]*) -->$", re.M)
+_PAYLOAD = re.compile(r"^<!-- relay-review:state v(\d+) (\S*) -->$", re.M)
 
 
 def payload_line(memory: Memory, limit: int = MAX_BYTES) -> str:
