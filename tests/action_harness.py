@@ -239,6 +239,7 @@ ACTION_DEFAULTS = {
     "comment-author": "",
     "language": "",
     "trigger": "/relay-review",
+    "state": "comment",
 }
 
 
