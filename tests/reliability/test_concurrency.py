@@ -96,7 +96,10 @@ class Choreography:
 
 
 def _inputs(fleet: FaultFleet, account: str, token: str) -> dict[str, str]:
-    return {"policy": policy_toml(fleet, account, head=FAST), "github-token": token}
+    # state: none keeps the comment calls (and the barriers set on them) exactly the
+    # publisher's (the comment store's one read before the review is tested in test_memory_action)
+    policy = policy_toml(fleet, account, head=FAST)
+    return {"policy": policy, "github-token": token, "state": "none"}
 
 
 def _ours(overlay: CommentsOverlay) -> list[StoredComment]:

@@ -45,7 +45,10 @@ READ_ONLY = {
 
 
 def _inputs(fleet: FaultFleet, account: str = "acme", **more: str) -> dict[str, str]:
-    return {"policy": policy_toml(fleet, account, head=FAST + GITHUB_BOUNDS), **more}
+    # state: none keeps the comment calls these faults are scheduled against exactly the
+    # publisher's (the comment store's one read before the review is tested in test_memory_action)
+    policy = policy_toml(fleet, account, head=FAST + GITHUB_BOUNDS)
+    return {"policy": policy, "state": "none", **more}
 
 
 def _ours(overlay: CommentsOverlay) -> list[StoredComment]:
