@@ -20,6 +20,7 @@ from relay_review import pipeline
 from relay_review.drill.fleet import FaultFleet
 from relay_review.providers.chat import chat_call
 from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.session import tls_context
 from relay_review.settings import Policy
 from relay_review.state import Store
 
@@ -164,7 +165,7 @@ async def direct_latency(fleet: FaultFleet, policy: Policy, messages: list[dict]
     """Seconds for one request straight to the reference healthy route (no catalog, no probes)."""
     if REFERENCE not in fleet.accounts:
         return None
-    async with httpx.AsyncClient() as client:
+    async with httpx.AsyncClient(verify=tls_context()) as client:
         start = time.monotonic()
         outcome = await chat_call(
             client,

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -26,6 +28,14 @@ from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContex
 from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
+
+
+@functools.cache
+def tls_context() -> ssl.SSLContext:
+    """The process's one TLS context for provider calls: loading the CA bundle costs tens of
+    milliseconds, which a run whose first request is its reply (a remembered route) would
+    otherwise pay inside its time to reply, and again for every session."""
+    return httpx.create_ssl_context()
 
 
 def default_chat() -> ChatFn:
@@ -74,6 +84,7 @@ class RoutingSession:
 
     async def __aenter__(self) -> RoutingSession:
         client = httpx.AsyncClient(
+            verify=tls_context(),
             limits=httpx.Limits(max_connections=64, max_keepalive_connections=16),
             follow_redirects=False,
         )
