@@ -13,7 +13,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The record's version: a store written by another version is ignored (never migrated).
-VERSION = 1
+VERSION: Literal[1] = 1
 #: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
 MAX_BYTES = 16 * 1024
 
