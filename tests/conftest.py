@@ -13,11 +13,12 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["github_mock"]
+pytest_plugins = ["github_mock", "redis_server"]
 
-#: Fixtures that start a server or a subprocess: the GitHub mock (Prism), fault fleets, a git repo.
+#: Fixtures that start a server or a subprocess: the GitHub mock (Prism), fault fleets, a git
+#: repo, a redis-server.
 INTEGRATION_FIXTURES = frozenset(
-    {"github_mock", "github_mock_server", "fleet", "mixed_fleet", "repo"}
+    {"github_mock", "github_mock_server", "fleet", "mixed_fleet", "repo", "redis_server"}
 )
 RELIABILITY = Path(__file__).parent / "reliability"
 

@@ -1,0 +1,180 @@
+"""The quota ledger: requests per minute and per day for each credential account, reserved
+before every request (probes included), so runs that share a store never overrun an account.
+
+Windows are **sliding**: a request is allowed when fewer than ``rpm`` requests were reserved in
+the last 60 s and fewer than ``rpd`` in the last 24 h. That is stricter than the providers' own
+fixed windows (OpenRouter's day, for one, resets at 00:00 UTC), so the ledger never causes a 429;
+it may hold a request back a little longer than the provider would. A window learned from the
+provider (``remaining: 0`` until a reset) closes the account outright until then.
+
+Two ledgers: :class:`MemoryLedger` (one process; what a run uses without a shared store) and
+:class:`RedisLedger` (one Lua script per reservation, atomic across every run that uses the same
+Redis; every key has a TTL). Nothing stored is a secret: account names, times and counts only.
+"""
+
+from __future__ import annotations
+
+import collections
+import math
+import time
+import uuid
+from dataclasses import dataclass
+from typing import Any, Literal, Protocol
+
+MINUTE_S = 60.0
+DAY_S = 86_400.0
+
+Window = Literal["minute", "day", "closed"]
+
+
+@dataclass(frozen=True)
+class Budget:
+    """An account's request budget; ``None`` means no limit on that window."""
+
+    rpm: int | None = None
+    rpd: int | None = None
+
+
+@dataclass(frozen=True)
+class Reservation:
+    """The ledger's answer: ``granted``, or the window that refused and when it frees."""
+
+    granted: bool
+    wait_s: float = 0.0
+    window: Window | None = None
+
+    @property
+    def detail(self) -> str:
+        """What the report says of a refusal (``account budget: per-minute limit, ...``)."""
+        if self.granted:
+            return ""
+        what = {"minute": "per-minute limit", "day": "per-day limit", "closed": "window closed"}
+        return f"account budget: {what[self.window or 'minute']}, frees in {self.wait_s:.0f} s"
+
+
+GRANTED = Reservation(True)
+
+
+class Ledger(Protocol):
+    """Reserve a request slot for an account, or say when one frees; learn closed windows."""
+
+    async def reserve(self, account: str, budget: Budget) -> Reservation: ...
+
+    async def close(self, account: str, seconds: float) -> None: ...
+
+
+class MemoryLedger:
+    """Sliding windows kept in this process (one run: its probes and serving share them)."""
+
+    def __init__(self, clock: Any = time.time) -> None:
+        self._clock = clock
+        self._minute: dict[str, collections.deque[float]] = collections.defaultdict(
+            collections.deque
+        )
+        self._day: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        self._closed: dict[str, float] = {}
+
+    async def reserve(self, account: str, budget: Budget) -> Reservation:
+        now = self._clock()
+        closed = self._closed.get(account, 0.0)
+        if closed > now:
+            return Reservation(False, closed - now, "closed")
+        checks: list[tuple[Window, collections.deque[float], int | None, float]] = [
+            ("minute", self._minute[account], budget.rpm, MINUTE_S),
+            ("day", self._day[account], budget.rpd, DAY_S),
+        ]
+        for window, log, limit, span in checks:
+            while log and log[0] <= now - span:
+                log.popleft()
+            if limit and len(log) >= limit:
+                return Reservation(False, log[0] + span - now, window)
+        for _, log, limit, _ in checks:
+            if limit:
+                log.append(now)
+        return GRANTED
+
+    async def close(self, account: str, seconds: float) -> None:
+        if seconds > 0 and math.isfinite(seconds):
+            until = self._clock() + seconds
+            self._closed[account] = max(until, self._closed.get(account, 0.0))
+
+
+#: KEYS: minute zset, day zset, closed key. ARGV: rpm, rpd (0 = none), a unique member.
+#: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
+#: {granted 0/1, wait in ms, window}.
+_RESERVE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local rpm = tonumber(ARGV[1])
+local rpd = tonumber(ARGV[2])
+local closed = tonumber(redis.call('GET', KEYS[3]) or '0')
+if closed > now then return {0, closed - now, 'closed'} end
+local function full(key, limit, span)
+  if limit <= 0 then return nil end
+  redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
+  if redis.call('ZCARD', key) >= limit then
+    local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
+    return tonumber(oldest[2]) + span - now
+  end
+  return nil
+end
+local wait = full(KEYS[1], rpm, 60000)
+if wait then return {0, wait, 'minute'} end
+wait = full(KEYS[2], rpd, 86400000)
+if wait then return {0, wait, 'day'} end
+if rpm > 0 then
+  redis.call('ZADD', KEYS[1], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[1], 60000)
+end
+if rpd > 0 then
+  redis.call('ZADD', KEYS[2], now, ARGV[3])
+  redis.call('PEXPIRE', KEYS[2], 86400000)
+end
+return {1, 0, ''}
+"""
+
+#: KEYS: closed key. ARGV: milliseconds from now. Keeps the later of two closings.
+_CLOSE = """
+local t = redis.call('TIME')
+local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local until_ms = now + tonumber(ARGV[1])
+local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if until_ms > current then
+  redis.call('SET', KEYS[1], until_ms, 'PX', tonumber(ARGV[1]))
+end
+return 1
+"""
+
+
+class RedisLedger:
+    """Sliding windows in Redis, reserved atomically by a Lua script (see the module doc).
+
+    Keys: ``{prefix}ledger:{account}:m`` and ``:d`` (sorted sets of reservation times, TTL one
+    window) and ``:closed`` (a reset time, TTL until then). ``client`` is a redis-py client whose
+    socket timeouts bound every call; a Redis error propagates to the caller, which decides to
+    go on without the ledger.
+    """
+
+    def __init__(self, client: Any, prefix: str = "relay-review:") -> None:
+        self._client = client
+        self._prefix = prefix
+        self._reserve = client.register_script(_RESERVE)
+        self._close = client.register_script(_CLOSE)
+
+    def _keys(self, account: str) -> list[str]:
+        base = f"{self._prefix}ledger:{account}:"
+        return [base + "m", base + "d", base + "closed"]
+
+    async def reserve(self, account: str, budget: Budget) -> Reservation:
+        granted, wait_ms, window = await self._reserve(
+            keys=self._keys(account),
+            args=[budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex],
+        )
+        if int(granted):
+            return GRANTED
+        name = window.decode() if isinstance(window, bytes) else str(window)
+        return Reservation(False, int(wait_ms) / 1000, name)  # type: ignore[arg-type]
+
+    async def close(self, account: str, seconds: float) -> None:
+        if seconds > 0 and math.isfinite(seconds):
+            await self._close(keys=[self._keys(account)[2]], args=[max(1, int(seconds * 1000))])
