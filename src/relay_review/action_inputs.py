@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
 from relay_review.settings import OverrideError, check_override, parse_toml, validate_policy_data
-from relay_review.state import check_state_url
+from relay_review.state import check_state_url, state_password
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -303,7 +303,9 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "state": ("state", _state),
 }
 #: Inputs whose value is shown as "(hidden)" in error messages.
-SECRET_INPUTS = frozenset({"github-token"})
+#: Inputs whose value is never echoed: the token, and ``state`` (a redis:// URL may hold a
+#: password, and is fed from a secret).
+SECRET_INPUTS = frozenset({"github-token", "state"})
 
 
 def raw_input(name: str, env: Mapping[str, str]) -> str | None:
@@ -347,10 +349,16 @@ def read_action_inputs(env: Mapping[str, str]) -> ActionInputs:
 
 def secret_values(env: Mapping[str, str]) -> list[str]:
     """Values to mask that are known before any policy is read: the token input and every
-    variable whose name contains ``API_KEY`` (the account conventions and common custom names)."""
+    variable whose name contains ``API_KEY`` (the account conventions and common custom names),
+    and the password of a ``redis://`` state URL."""
     names = [input_env_name("github-token"), "GITHUB_TOKEN"]
     names += [name for name in env if "API_KEY" in name.upper()]
-    return [env[name] for name in names if env.get(name, "").strip()]
+    values = [env[name] for name in names if env.get(name, "").strip()]
+    for name in (input_env_name("state"), "RELAY_REVIEW_STATE"):  # a redis:// URL's password
+        password = state_password(env.get(name, ""))
+        if password:
+            values.append(password)
+    return values
 
 
 def _show(name: str, raw: str) -> str:

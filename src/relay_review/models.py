@@ -114,6 +114,7 @@ class Outcome(BaseModel):
     daily_quota: bool = Field(False, description="a per-day quota is used up (see hints.py)")
     quota_exhausted: bool = Field(False, description="X-RateLimit-Remaining: 0 on the account")
     reset_at: str | None = Field(None, description="ISO UTC time the retry_after wait ends")
+    sent: bool = Field(True, description="False: held back by the account budget, never sent")
     phase: Phase | None = None
     detail: str = ""
     first_byte_s: float | None = None

@@ -107,6 +107,12 @@ class AccountPolicy(_Section):
     models_dev_provider: str | None = _opt(
         None, "a Models.dev provider id like nvidia", pattern=r"^[A-Za-z0-9_.-]+$"
     )
+    rpm: int | None = _opt(
+        None, "a whole number >= 1 (requests per minute the account allows)", ge=1, le=100_000
+    )
+    rpd: int | None = _opt(
+        None, "a whole number >= 1 (requests per day the account allows)", ge=1, le=10_000_000
+    )
 
 
 class DiscoveryPolicy(_Section):

@@ -156,11 +156,12 @@ def zdr_feed_path(args: argparse.Namespace, report: Any) -> str | None:
 
 
 def state_url(text: str) -> str:
-    """argparse type of ``--state``: a path, ``file:PATH`` or ``none``."""
+    """argparse type of ``--state``: a path, ``file:PATH``, ``none`` or a Redis URL (never
+    echoed in an error: it may hold a password)."""
     try:
         return check_state_url(text)
     except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"--state {text!r}: {exc}") from None
+        raise argparse.ArgumentTypeError(f"--state (value hidden): {exc}") from None
 
 
 def add_state_arg(parser: argparse.ArgumentParser) -> None:
@@ -169,8 +170,9 @@ def add_state_arg(parser: argparse.ArgumentParser) -> None:
         "--state",
         type=state_url,
         metavar="URL",
-        help=f"memory across runs: a JSON file (PATH or file:PATH) or none (default: ${ENV_VAR}, "
-        "else none); remembered routes get no probe, unchanged chunks no request",
+        help=f"memory across runs: a JSON file (PATH or file:PATH), redis://HOST (shared by every "
+        f"run, with the quota ledger) or none (default: ${ENV_VAR}, else none); remembered "
+        "routes get no probe, unchanged chunks no request",
     )
 
 
@@ -181,7 +183,7 @@ def store_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Sto
         try:
             url = check_state_url(environ[ENV_VAR])
         except ValueError as exc:
-            raise UsageError(f"{ENV_VAR}={environ[ENV_VAR][:80]!r}: {exc}") from None
+            raise UsageError(f"{ENV_VAR} (value hidden): {exc}") from None
     return open_store(url)
 
 

@@ -376,7 +376,7 @@ async def review(
     to_serve = [c for c in plan.chunks if c.number not in reused]
     session = None
     if to_serve:
-        session = session_for(catalog, policy, environ, chat_fn, started)
+        session = session_for(catalog, policy, environ, chat_fn, started, store=store)
         memory.recall_onto(session)
         served_now = await serve_chunks(session, to_serve, policy, title, body, instructions)
         results_of.update(zip((c.number for c in to_serve), served_now, strict=True))

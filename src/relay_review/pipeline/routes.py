@@ -9,9 +9,11 @@ from typing import Any
 from relay_review.models import Catalog
 from relay_review.pipeline.memory import RunMemory
 from relay_review.routing.board import ChatFn
+from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store
+from relay_review.state.ledger import Budget
 
 
 def session_for(
@@ -22,8 +24,10 @@ def session_for(
     started_at: float | None = None,
     *,
     wait_for_recalled: bool = True,
+    store: Store | None = None,
 ) -> RoutingSession:
-    """A routing session over the catalog's selection, bounded by the policy."""
+    """A routing session over the catalog's selection, bounded by the policy, with the quota
+    ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,
@@ -32,7 +36,15 @@ def session_for(
         chat=chat,
         started_at=time.monotonic() if started_at is None else started_at,
         wait_for_recalled=wait_for_recalled,
+        budgets=account_budgets(policy, store),
     )
+
+
+def account_budgets(policy: Policy, store: Store | None) -> AccountBudgets:
+    """Each account's request budget (policy ``rpm``/``rpd``, else the provider's published
+    free-tier limits for its free routes), kept in the store's shared ledger when it has one."""
+    limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
+    return AccountBudgets(getattr(store, "ledger", None), limits)
 
 
 async def preflight(
@@ -46,7 +58,7 @@ async def preflight(
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
     memory = RunMemory.load(store)
-    session = session_for(catalog, policy, environ, chat, wait_for_recalled=False)
+    session = session_for(catalog, policy, environ, chat, wait_for_recalled=False, store=store)
     memory.recall_onto(session)
     async with session:
         await session.wait_preflight()
@@ -74,7 +86,7 @@ async def chat(
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
     memory = RunMemory.load(store)
-    session = session_for(catalog, policy, environ, chat_fn)
+    session = session_for(catalog, policy, environ, chat_fn, store=store)
     memory.recall_onto(session)
     async with session:
         result = await session.serve(messages)

@@ -64,6 +64,10 @@ class Kind:
     id_prefix: str | None = None
     #: fronts other providers: a 401/402/403 may be one upstream's (see routing.board)
     gateway: bool = False
+    #: the provider's published free-tier limits per account (requests per minute / per day),
+    #: the quota ledger's default for the account's free routes (None: not published)
+    free_rpm: int | None = None
+    free_rpd: int | None = None
 
 
 KINDS: dict[str, Kind] = {
@@ -73,6 +77,8 @@ KINDS: dict[str, Kind] = {
         "OPENROUTER_API_KEY",
         "listing",
         stream_usage=True,
+        free_rpm=20,  # OpenRouter free tier: 20/min and 50/day per account (docs, 2026-09)
+        free_rpd=50,
     ),
     "nvidia_nim": Kind(
         "nvidia_nim",

@@ -30,6 +30,7 @@ from relay_review.models import (
     Readiness,
 )
 from relay_review.providers.kinds import is_gateway
+from relay_review.routing.budget import AccountBudgets
 
 if TYPE_CHECKING:
     import httpx
@@ -88,6 +89,20 @@ class RunContext:
     clock: Callable[[], float] = time.monotonic
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     key_check: KeyCheckFn | None = None
+    budgets: AccountBudgets | None = None
+
+
+async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
+    """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
+    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`)."""
+    if run.budgets is not None:
+        refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
+        if refused is not None:
+            return refused
+    outcome = await run.chat(run.client, **request)
+    if run.budgets is not None:
+        await run.budgets.learn(entry, outcome)
+    return outcome
 
 
 def outcome_detail(outcome: Outcome) -> str:

@@ -64,6 +64,7 @@ from relay_review.routing.board import (
     outcome_detail,
     quota_detail,
     quota_spent,
+    send,
 )
 
 log = logging.getLogger("relay_review.failover")
@@ -194,6 +195,15 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             board.busy.discard(entry.agent_id)
             board.touch()
         result.attempts.append(attempt)
+        if not outcome.sent:  # the account's budget held it back: deferred until it frees
+            board.set(
+                entry.agent_id,
+                status=Readiness.DEFERRED,
+                detail=outcome.detail,
+                retry_after=outcome.retry_after,
+                finished_at=run.clock(),
+            )
+            continue
         board.note(entry.agent_id, outcome)
         if accepted:
             board.proven.add(entry.agent_id)
@@ -251,8 +261,9 @@ async def attempt_on(
         extra = extra_body(entry) if callable(extra_body) else extra_body
         if stream_usage(entry.route.provider):
             extra = {"stream_options": {"include_usage": True}, **(extra or {})}
-        outcome = await run.chat(
-            run.client,
+        outcome = await send(
+            run,
+            entry,
             base_url=entry.route.base_url or "",
             api_key=key,
             model=entry.route.model,

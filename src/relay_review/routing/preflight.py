@@ -29,6 +29,7 @@ from relay_review.routing.board import (
     outcome_detail,
     quota_detail,
     quota_spent,
+    send,
 )
 
 log = logging.getLogger("relay_review.preflight")
@@ -118,8 +119,9 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
     board.in_flight.add(entry.agent_id)
     board.set(entry.agent_id, sent=True)
     try:
-        outcome = await run.chat(
-            run.client,
+        outcome = await send(
+            run,
+            entry,
             base_url=entry.route.base_url or "",
             api_key=api_key_for(entry, run.environ),
             model=entry.route.model,
@@ -129,7 +131,10 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         )
     finally:
         board.in_flight.discard(entry.agent_id)
-    board.note(entry.agent_id, outcome)
+    if outcome.sent:
+        board.note(entry.agent_id, outcome)
+    else:  # held back by the account budget: no probe went out, nothing to remember
+        board.set(entry.agent_id, sent=False)
     status = PROBE_TABLE[outcome.kind]
     if board.status(entry.agent_id) is Readiness.REJECTED and status is not Readiness.READY:
         status = Readiness.REJECTED  # its account was condemned meanwhile

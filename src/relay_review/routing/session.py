@@ -25,6 +25,7 @@ import httpx
 from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
 from relay_review.routing import failover
 from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
+from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
@@ -67,8 +68,10 @@ class RoutingSession:
         clock: Callable[[], float] = time.monotonic,
         started_at: float | None = None,
         wait_for_recalled: bool = True,
+        budgets: AccountBudgets | None = None,
     ) -> None:
         self.wait_for_recalled = wait_for_recalled
+        self.budgets = budgets
         self.preflight = preflight
         self.serving = serving
         self.environ = environ
@@ -97,6 +100,7 @@ class RoutingSession:
             started_at=self.started_at,
             clock=self.clock,
             key_check=self.key_check,
+            budgets=self.budgets,
         )
         self._preflight_task = asyncio.create_task(
             run_preflight(
