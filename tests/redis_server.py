@@ -28,6 +28,7 @@ class RedisServer:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (.ci/run installs Debian's redis-server)")
+        workdir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
         self.proc = subprocess.Popen(
             [

@@ -86,3 +86,20 @@ async def test_redis_ledger_day_window_and_closing(redis_server: RedisServer) ->
     stored = b" ".join(await c.keys("t-day:*"))
     assert b"ledger:a:d" in stored and b"ledger:b:closed" in stored
     await c.aclose()
+
+
+def test_a_state_url_password_is_masked_and_never_echoed(capsys: pytest.CaptureFixture) -> None:
+    from relay_review.action_inputs import secret_values
+    from relay_review.cli import main
+    from relay_review.state import state_password
+    from relay_review.state.redis_store import redact_url
+
+    url = "rediss://:s3cret-Pa55word@redis.example:6380/0?prefix=org:"
+    assert state_password(url) == "s3cret-Pa55word"
+    assert "s3cret-Pa55word" in secret_values({"INPUT_STATE": url})
+    assert "s3cret-Pa55word" in secret_values({"RELAY_REVIEW_STATE": url})
+    assert redact_url(url) == "rediss://:***@redis.example:6380/0?prefix=org:"
+    with pytest.raises(SystemExit):
+        main(["chat", "--discovery", "x.json", "--message", "m", "--state", "redis://:s3cret@/"])
+    err = capsys.readouterr().err
+    assert "value hidden" in err and "s3cret" not in err

@@ -266,7 +266,8 @@ def _state(value: str) -> str:
         return check_state_url(value, action=True)
     except ValueError as exc:
         raise ValueError(
-            "is not allowed; use comment (memory in the sticky comment), none, or file:PATH"
+            "is not allowed; use comment (memory in the sticky comment), none, file:PATH, or "
+            "redis://[:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS)"
         ) from exc
 
 

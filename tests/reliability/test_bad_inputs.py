@@ -67,7 +67,8 @@ CASES: list[tuple[str, str, str]] = [
     ("language", "x" * 41, "input `language`: 'xxxxxxxx"),
     ("trigger", "relay-review", "input `trigger`: 'relay-review' is not allowed; use a slash"),
     ("trigger", "/re view", "input `trigger`: '/re view' is not allowed"),
-    ("state", "file:", "input `state`: 'file:' is not allowed"),
+    ("state", "file:", "input `state`: (hidden) is not allowed"),
+    ("state", "redis://:hunter2pass@/0", "file:PATH, or redis://[:PASSWORD@]HOST"),
 ]
 
 #: Inputs that only mean something together with others: set those so the bad one is reached.

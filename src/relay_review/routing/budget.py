@@ -95,8 +95,12 @@ class AccountBudgets:
     def _fall_back(self, exc: BaseException) -> None:
         if isinstance(self.ledger, MemoryLedger):
             raise exc
-        log.warning(
-            "quota ledger unavailable (%s); this run goes on with an in-process ledger",
-            type(exc).__name__,
-        )
+        report = getattr(self.ledger, "report_failure", None)
+        if callable(report):
+            report(exc)  # the store says it once, for memory and ledger together
+        else:
+            log.warning(
+                "quota ledger unavailable (%s); this run goes on with an in-process ledger",
+                type(exc).__name__,
+            )
         self.ledger = MemoryLedger()

@@ -155,9 +155,11 @@ class RedisLedger:
     go on without the ledger.
     """
 
-    def __init__(self, client: Any, prefix: str = "relay-review:") -> None:
+    def __init__(self, client: Any, prefix: str = "relay-review:", health: Any = None) -> None:
         self._client = client
         self._prefix = prefix
+        #: shared with the store: a Redis found broken is reported once, then not called again
+        self.health = health
         self._reserve = client.register_script(_RESERVE)
         self._close = client.register_script(_CLOSE)
 
@@ -165,7 +167,18 @@ class RedisLedger:
         base = f"{self._prefix}ledger:{account}:"
         return [base + "m", base + "d", base + "closed"]
 
+    @property
+    def broken(self) -> bool:
+        return bool(self.health is not None and self.health.broken)
+
+    def report_failure(self, exc: BaseException) -> None:
+        """The caller gave up on this ledger: say so once (through the store's health)."""
+        if self.health is not None:
+            self.health.fail(exc, "reserving a request")
+
     async def reserve(self, account: str, budget: Budget) -> Reservation:
+        if self.broken:
+            raise ConnectionError("Redis was found unavailable earlier in this run")
         granted, wait_ms, window = await self._reserve(
             keys=self._keys(account),
             args=[budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex],

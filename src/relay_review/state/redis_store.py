@@ -31,7 +31,6 @@ from pydantic import ValidationError
 
 from relay_review.state.ledger import RedisLedger
 from relay_review.state.memory import ChunkMemo, Memory, RouteMemo
-from relay_review.state.stores import warn_unusable
 
 log = logging.getLogger("relay_review.state")
 
@@ -90,6 +89,26 @@ def url_password(url: str) -> str | None:
         return None
 
 
+class Health:
+    """One Redis per run, one warning: the first failure (load, ledger or save) says so, and
+    memory and the shared ledger are off for the rest of the run."""
+
+    def __init__(self, where: str) -> None:
+        self.where = where
+        self.broken = False
+
+    def fail(self, exc: BaseException, doing: str) -> None:
+        if not self.broken:
+            log.warning(
+                "state %s unavailable while %s (Redis: %s); this run goes on without memory "
+                "and with an in-process quota ledger",
+                self.where,
+                doing,
+                type(exc).__name__,
+            )
+        self.broken = True
+
+
 class RedisStore:
     """Memory in Redis, one key per entry (see the module doc); :attr:`ledger` shares the
     quota windows through the same server."""
@@ -106,6 +125,7 @@ class RedisStore:
     ) -> None:
         self.url = url
         self.where = redact_url(url)
+        self.health = Health(self.where)
         self.prefix = prefix
         self._clock = clock or time.time
         self._client = redis.Redis.from_url(
@@ -114,7 +134,7 @@ class RedisStore:
         shared = aioredis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
-        self.ledger = RedisLedger(shared, prefix=prefix)
+        self.ledger = RedisLedger(shared, prefix=prefix, health=self.health)
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}m:{kind}:{name}"
@@ -137,7 +157,7 @@ class RedisStore:
                     break
             values = self._client.mget(keys) if keys else []
         except redis.RedisError as exc:
-            warn_unusable(self.where, f"Redis: {type(exc).__name__}")
+            self.health.fail(exc, "reading memory")
             return Memory()
         for key, value in zip(keys, values, strict=True):
             if value is None:
@@ -156,6 +176,8 @@ class RedisStore:
         return Memory(routes=routes, accounts=accounts, chunks=chunks).fresh(self._clock())
 
     def save(self, memory: Memory) -> None:
+        if self.health.broken:
+            return  # said once already; memory is an optimisation
         now = self._clock()
         entries: list[tuple[str, RouteMemo | ChunkMemo]] = [
             *((self._key("route", k), v) for k, v in memory.routes.items()),
@@ -175,4 +197,4 @@ class RedisStore:
                         )
                 pipe.execute()
         except redis.RedisError as exc:
-            log.warning("state %s not written (Redis: %s)", self.where, type(exc).__name__)
+            self.health.fail(exc, "writing memory")
