@@ -206,17 +206,7 @@ def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEven
         if isinstance(event, CommentCommand):
             return comment_gate(env, inputs, event)
         say(f"{event.event_name} ({event.action}) on {event.repo_full_name}#{event.number}")
-        say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
-        actions.log_untrusted(
-            f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
-        )
-        if event.state != "open":
-            raise skip(env, f"#{event.number} is {event.state}; nothing to review")
-        if event.draft and not inputs.review_drafts:
-            raise skip(
-                env,
-                f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)",
-            )
+        open_pull_request(env, inputs, event)
         if event.author_association.upper() not in inputs.author_associations:
             raise skip(
                 env,
@@ -266,18 +256,25 @@ def commented_pull(
         with github_errors(f"cannot read the pull request {where}"):
             raw = gh.get_repo(asked.repo_full_name).get_pull(asked.number).raw_data
         event = event_for_comment(asked, raw)
-        say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
-        actions.log_untrusted(
-            f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
-        )
-        if event.state != "open":
-            raise skip(env, f"#{event.number} is {event.state}; nothing to review")
-        if event.draft and not inputs.review_drafts:
-            raise skip(
-                env,
-                f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)",
-            )
+        open_pull_request(env, inputs, event)
         return event
+
+
+def open_pull_request(
+    env: Mapping[str, str], inputs: ActionInputs, event: PullRequestEvent
+) -> None:
+    """Log the pull request's base, head, title and author (untrusted), and skip it unless it
+    is open and, for a draft, drafts are reviewed."""
+    say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
+    actions.log_untrusted(
+        f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
+    )
+    if event.state != "open":
+        raise skip(env, f"#{event.number} is {event.state}; nothing to review")
+    if event.draft and not inputs.review_drafts:
+        raise skip(
+            env, f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)"
+        )
 
 
 def guidelines_stage(gh: Any, policy: Policy, event: PullRequestEvent) -> Guidelines | None:

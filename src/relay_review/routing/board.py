@@ -92,6 +92,27 @@ class RunContext:
     budgets: AccountBudgets | None = None
 
 
+async def account_consequences(
+    board: RouteBoard,
+    run: RunContext,
+    entry: CatalogEntry,
+    outcome: Outcome,
+    *,
+    condemn: Callable[[str, str], None],
+) -> None:
+    """What one route's failure means for its account: an auth/payment failure ``condemn``s
+    the whole account (a gateway's only once its key is confirmed bad); a spent quota takes the
+    account's free routes out. Probing rejects, serving takes out: the caller says which."""
+    if outcome.kind in ACCOUNT_WIDE:
+        why = await account_wide(board, run, entry)
+        if why is not None:
+            condemn(entry.account, account_out_detail(entry.account, outcome, why))
+    elif quota_spent(outcome, run.clock(), run.deadline_at):
+        board.take_out_free_routes(
+            entry.account, outcome, quota_detail(entry.account, outcome), seen_on=entry.agent_id
+        )
+
+
 async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
     """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
     refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`)."""

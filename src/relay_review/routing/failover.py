@@ -55,15 +55,11 @@ from relay_review.models import (
 )
 from relay_review.providers.kinds import stream_usage
 from relay_review.routing.board import (
-    ACCOUNT_WIDE,
     RouteBoard,
     RunContext,
-    account_out_detail,
-    account_wide,
+    account_consequences,
     api_key_for,
     outcome_detail,
-    quota_detail,
-    quota_spent,
     send,
 )
 
@@ -215,19 +211,7 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             result.stopped = "served"
             break
         board.out.add(entry.agent_id)
-        if outcome.kind in ACCOUNT_WIDE:
-            why = await account_wide(board, run, entry)
-            if why is not None:
-                board.take_out_account(
-                    entry.account, account_out_detail(entry.account, outcome, why)
-                )
-        elif quota_spent(outcome, run.clock(), run.deadline_at):
-            board.take_out_free_routes(
-                entry.account,
-                outcome,
-                quota_detail(entry.account, outcome),
-                seen_on=entry.agent_id,
-            )
+        await account_consequences(board, run, entry, outcome, condemn=board.take_out_account)
     if result.stopped == "deadline":
         _mark_never_tried(board)
     return result

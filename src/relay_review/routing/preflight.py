@@ -19,16 +19,12 @@ from collections.abc import Iterable, Mapping
 
 from relay_review.models import CatalogEntry, Deadlines, OutcomeKind, Readiness
 from relay_review.routing.board import (
-    ACCOUNT_WIDE,
     RouteBoard,
     RunContext,
-    account_out_detail,
-    account_wide,
+    account_consequences,
     api_key_for,
     missing_key_detail,
     outcome_detail,
-    quota_detail,
-    quota_spent,
     send,
 )
 
@@ -157,17 +153,7 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         outcome.http_status if outcome.http_status is not None else "-",
         outcome.elapsed_s,
     )
-    if outcome.kind in ACCOUNT_WIDE:
-        why = await account_wide(board, run, entry)
-        if why is not None:
-            board.reject_account(entry.account, account_out_detail(entry.account, outcome, why))
-    elif quota_spent(outcome, run.clock(), run.deadline_at):
-        board.take_out_free_routes(
-            entry.account,
-            outcome,
-            quota_detail(entry.account, outcome),
-            seen_on=entry.agent_id,
-        )
+    await account_consequences(board, run, entry, outcome, condemn=board.reject_account)
 
 
 def _round(value: float | None) -> float | None:
