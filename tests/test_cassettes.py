@@ -189,7 +189,17 @@ async def test_upstream_retry_after_arrives_rate_limited() -> None:
     outcome = await replay_chat("litellm/upstream_retry_after.yaml", "limited")
     assert outcome.kind is OutcomeKind.RATE_LIMITED
     assert outcome.http_status == 429
-    # the hint is only in ``llm_provider-retry-after: 7``; reading it is issue 12 part A's parser
+    assert outcome.retry_after == 7  # only in the proxy's ``llm_provider-retry-after: 7``
+
+
+async def test_an_upstream_401_behind_keepalive_pings_is_an_error_event_not_a_200() -> None:
+    """With pings on, LiteLLM answers 200 at once and the upstream's 401 arrives as an SSE error
+    event after the pings: that route fails (a bad reply: only this route, never the gateway's
+    whole account), and it is never taken for a reply."""
+    outcome = await replay_chat("litellm/keepalive_upstream_401.yaml", "late401")
+    assert outcome.kind is OutcomeKind.BAD_REPLY and outcome.content is None
+    assert outcome.http_status == 200
+    assert outcome.detail.startswith("error event: Error processing stream start")
 
 
 async def test_router_cooldown_is_rate_limited_with_its_retry_after() -> None:
@@ -227,6 +237,7 @@ async def test_documented_429_bodies_are_rate_limited(cassette: str, model: str)
     outcome = await replay_chat(cassette, model)
     assert outcome.kind is OutcomeKind.RATE_LIMITED
     assert outcome.http_status == 429
+    assert outcome.retry_after is not None and outcome.retry_after > 0  # every form read
 
 
 async def test_groq_retry_after_header_is_read() -> None:
