@@ -31,8 +31,10 @@ Definitions the checks implement (``docs/reliability.md`` quotes them):
 * **No disguised text** -- no bidirectional control character (U+202A-U+202E, U+2066-U+2069)
   is left in the body.
 * **Marker** -- the sticky marker occurs exactly once in a posted body: at offset 0; the only
-  other hidden comment of ours is the head line right after it (``<!-- relay-review:head SHA
-  -->``, written by the comment upsert); ``<!-- relay-review`` occurs nowhere else.
+  other hidden comments of ours are the head line right after it (``<!-- relay-review:head SHA
+  -->``, written by the comment upsert) and, as the very last line, the memory payload
+  (``<!-- relay-review:state vN BASE64 -->``, base64 characters only); ``<!-- relay-review``
+  occurs nowhere else.
 """
 
 from __future__ import annotations
@@ -251,6 +253,7 @@ def region_text(stdout: str) -> str:
 _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 HIDDEN_PREFIX = "<!-- relay-review"
 _HEAD_LINE = re.compile(r"<!-- relay-review:head [0-9a-f]{7,64} -->")
+_STATE_LINE = re.compile(r"\n<!-- relay-review:state v\d+ [A-Za-z0-9+/=]* -->\n?\Z")
 ALLOWED_TAGS = ("<details>", "<summary>", "</summary>", "</details>", "<sub>", "</sub>")
 ZWSP = "\u200b"
 
@@ -338,6 +341,7 @@ def markdown_problems(body: str, marker: str | None = MARKER) -> list[str]:
         first, _, rest = text.partition("\n")
         if _HEAD_LINE.fullmatch(first):
             text = rest
+        text = _STATE_LINE.sub("\n", text)  # our memory payload, last (base64 only)
     if HIDDEN_PREFIX in text:
         problems.append(f"{HIDDEN_PREFIX!r} occurs {text.count(HIDDEN_PREFIX)} times in the body")
     depth = 0
