@@ -39,11 +39,9 @@ class AccountBudgets:
         self,
         ledger: Ledger | None = None,
         limits: Mapping[str, Budget] | None = None,
-        kinds: Mapping[str, str] | None = None,
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
         self.limits = dict(limits or {})  # account -> its policy budget
-        self.kinds = dict(kinds or {})  # account -> its kind (for published free-tier limits)
         self.refusals = 0
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
@@ -51,7 +49,7 @@ class AccountBudgets:
         explicit = self.limits.get(entry.account)
         if explicit is not None and (explicit.rpm or explicit.rpd):
             return entry.account, explicit
-        kind = KINDS.get(self.kinds.get(entry.account, entry.route.provider))
+        kind = KINDS.get(entry.route.provider)  # the route's provider kind: its published tier
         if entry.cost == "free" and kind is not None and (kind.free_rpm or kind.free_rpd):
             return f"{entry.account}:free", Budget(kind.free_rpm, kind.free_rpd)
         return entry.account, Budget()
