@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay_review import __version__
-from relay_review.action_inputs import ActionInputs, read_action_inputs
+from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
 from relay_review.github.comment import resolve_author, sticky_body
@@ -128,6 +128,10 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     head_files=heads,
                     store=store,
                     head_sha=event.head_sha,
+                    repo=event.repo_full_name,
+                    # /relay-review asks the models again (route memory still applies)
+                    reuse_reviews=event.event_name != "issue_comment",
+                    secrets=[*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)],
                 )
             )
         log_review(report)
