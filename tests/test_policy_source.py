@@ -130,12 +130,7 @@ def test_a_trigger_comment_reads_the_default_branch_too(
     stub_repository(github_mock, fleet, evil)
     pull = hostile_payload()["pull_request"]
     github_mock.stub("GET", f"/repos/{REPO}/pulls/{NUMBER}$", 200, pull, times=None)
-    payload = copy.deepcopy(webhook_examples("issue_comment")[0])
-    payload["issue"]["number"] = NUMBER
-    payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{REPO}/pulls/2"}
-    payload["comment"]["body"] = "/relay-review"
-    payload["comment"]["author_association"] = "OWNER"
-    run = run_action(tmp_path, github_mock, payload=payload, event_name="issue_comment")
+    run = run_action(tmp_path, github_mock, payload=trigger_payload(), event_name="issue_comment")
     assert_default_branch_decided(run, github_mock, fleet, evil)
 
 
@@ -174,3 +169,46 @@ def test_workflow_commit_rules(github_mock: MockGitHub) -> None:
     # pull_request: GITHUB_SHA is the merge commit, never trusted
     merge = {**given, "event_name": "pull_request"}
     assert workflow_commit(gh, REPO, "main", **merge) == SHA
+
+
+def test_a_trigger_comment_asks_the_models_again(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
+) -> None:
+    """``/relay-review`` re-asks every chunk a push would have taken from memory (the comment
+    store), while route memory still spares the probe."""
+    overlay = github_mock.comments_overlay(SHA)
+    inputs = {"policy": policy_toml(fleet, "acme")}
+
+    def review_requests(start: int) -> list[Any]:
+        return [r for r in fleet.chat_requests(account="acme")[start:] if r.max_tokens != 16]
+
+    runs = []
+    for name, event_name, payload in (
+        ("push", "pull_request_target", pr_payload()),
+        ("again", "pull_request_target", pr_payload()),
+        ("asked", "issue_comment", trigger_payload()),
+    ):
+        github_mock.reset()
+        github_mock.overlay = overlay
+        start = len(fleet.chat_requests(account="acme"))
+        run = run_action(
+            tmp_path / name, github_mock, inputs, payload=payload, event_name=event_name
+        )
+        assert run.code == 0, run.stdout + run.stderr
+        assert run.report is not None
+        runs.append((run.report, review_requests(start)))
+    (first, sent1), (second, sent2), (third, sent3) = runs
+    assert sent1 and first["memory"]["reused_chunks"] == 0
+    assert sent2 == [] and second["memory"]["reused_chunks"] == 1  # a push reuses it
+    assert len(sent3) == len(sent1) and third["memory"]["reused_chunks"] == 0  # asked again
+    assert third["memory"]["proven"] >= 1 and third["probes_sent"] == 0  # routes remembered
+    assert third["decision"] == first["decision"] == "request_changes"
+
+
+def trigger_payload() -> dict[str, Any]:
+    payload = copy.deepcopy(webhook_examples("issue_comment")[0])
+    payload["issue"]["number"] = NUMBER
+    payload["issue"]["pull_request"] = {"url": f"https://api.github.com/repos/{REPO}/pulls/2"}
+    payload["comment"]["body"] = "/relay-review"
+    payload["comment"]["author_association"] = "OWNER"
+    return payload
