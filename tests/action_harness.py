@@ -32,6 +32,10 @@ from relay_review.drill import FaultFleet
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"  # the head of every Prism pull request
 OTHER_SHA = "0123456789abcdef0123456789abcdef01234567"
+#: The default branch's tip, where the workflow runs from (``GITHUB_SHA``): the webhook
+#: example's base commit (its pull request targets the default branch, ``master``).
+DEFAULT_SHA = "f95f852bd8fca8fcc58a9a2d6c842781e32a215e"
+DEFAULT_REF = "refs/heads/master"
 REPO = "Codertocat/Hello-World"  # the webhook examples' repository
 NUMBER = 2
 POLICY_REPO = "octo-org/relay-policy"
@@ -380,6 +384,8 @@ def start_action(
         "GITHUB_SERVER_URL": "https://github.com",
         "GITHUB_REPOSITORY": REPO,
         "GITHUB_EVENT_NAME": event_name,
+        "GITHUB_SHA": DEFAULT_SHA,
+        "GITHUB_REF": DEFAULT_REF,
         "GITHUB_EVENT_PATH": str(event_path),
         "GITHUB_WORKSPACE": str(workspace),
         "GITHUB_OUTPUT": str(root / "output.txt"),

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -57,7 +58,8 @@ def test_file_store_round_trip_and_lock_beside(tmp_path: Path) -> None:
         (b"{not json", "not valid JSON"),
         (b'{"version": 99}', "version"),
         (b"[]", "not a JSON object"),
-        (b'{"version": 1, "routes": {"a": {"state": "zombie"}}}', "malformed"),
+        (b'{"version": 2, "routes": {"a": {"state": "zombie"}}}', "malformed"),
+        (b'{"version": 1, "routes": {}}', "version"),  # an older release's record: ignored
         (b'{"version": 1, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}', "bytes"),
     ],
 )
@@ -85,7 +87,7 @@ def test_encode_drops_oldest_entries_to_fit_the_bound() -> None:
 def test_comment_payload_round_trip_bound_and_forgery() -> None:
     memory = Memory(routes={"a/m": RouteMemo(state="proven", outcome="ok", at=NOW, until=NOW + 1)})
     line = payload_line(memory)
-    assert line.startswith("<!-- relay-review:state v1 ") and len(line) <= MAX_BYTES
+    assert line.startswith("<!-- relay-review:state v2 ") and len(line) <= MAX_BYTES
     body = f"<!-- relay-review:sticky -->\nverdict\n{line}\n"
     assert payload_of(body) == memory
     assert payload_of("no payload here") is None
@@ -197,14 +199,23 @@ def cli(
 
 @pytest.mark.integration
 def test_mixed_drill_twice_with_one_state_file(tmp_path: Path) -> None:
+    """Two drills against one fleet address (memory knows an account by its base URL)."""
     state = str(tmp_path / "state.json")
-    first = cli("drill", "--scenario", "mixed", "--state", state, "--format", "json")
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = {"RELAY_DRILL_PORT": str(s.getsockname()[1])}
+    first = cli("drill", "--scenario", "mixed", "--state", state, "--format", "json", env=port)
     assert first.returncode == 0, first.stderr
     one = json.loads(first.stdout)
     healthy = "nim_b/meta/llama-3.3-70b-instruct"
     assert one["probes_sent"] == 6
     second = cli(
-        "drill", "--scenario", "mixed", "--format", "json", env={"RELAY_REVIEW_STATE": state}
+        "drill",
+        "--scenario",
+        "mixed",
+        "--format",
+        "json",
+        env={"RELAY_REVIEW_STATE": state, **port},
     )
     assert second.returncode == 0, second.stderr
     two = json.loads(second.stdout)

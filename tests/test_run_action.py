@@ -19,6 +19,7 @@ import pytest
 
 from action_harness import (
     ACTION_DEFAULTS,
+    DEFAULT_SHA,
     FILES,
     FLEET_KEY,
     NUMBER,
@@ -176,17 +177,20 @@ def test_pinned_policy_not_descending_fails_closed(
     assert run.outputs["decision"] == "error"
 
 
-def test_base_branch_policy_read_at_base_sha(
+def test_repository_policy_read_at_the_default_branch_commit(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
-    base_sha = pr_payload()["pull_request"]["base"]["sha"]
     github_mock.stub("GET", "/contents/", 200, contents_body(REPO, policy_toml(fleet, "acme")))
     run = run_action(tmp_path, github_mock)
     assert run.code == 0, run.stdout
     (read,) = github_mock.calls("GET", f"/contents/{POLICY_PATH}$")
-    assert (read.path, read.query) == (f"/repos/{REPO}/contents/{POLICY_PATH}", f"ref={base_sha}")
+    assert (read.path, read.query) == (
+        f"/repos/{REPO}/contents/{POLICY_PATH}",
+        f"ref={DEFAULT_SHA}",
+    )
     assert run.report is not None
-    assert run.report["provenance"] == f"{REPO}@{base_sha[:12]} (base of the pull request: master)"
+    assert run.report["provenance"] == f"{REPO}@{DEFAULT_SHA[:12]} (default branch: master)"
+    assert run.report["policy"]["note"] is None  # the pull request targets the default branch
     assert run.outputs["decision"] == "request_changes"
 
 

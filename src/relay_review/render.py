@@ -502,6 +502,9 @@ def _footer_section(report: RunReport) -> Section:
         )
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
+    note = (report.policy or {}).get("note")
+    if isinstance(note, str) and note:  # a pull request against another branch than the default
+        text = f"> {md_text(note, 400)}\n\n{text}"
     return ("footer", text, text)
 
 

@@ -205,8 +205,8 @@ class ReviewPolicy(_Section):
     allow_approve: bool = _opt(True, "true or false (false: no findings gives 'comment')")
     guidelines: str | None = _opt(
         None,
-        "a relative path inside the reviewed repository like .github/relay-review.md (read at"
-        " the pull request's base commit)",
+        "a relative path inside the reviewed repository like .github/relay-review.md (read on"
+        " the default branch)",
         pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]{0,1023}$",
     )
 

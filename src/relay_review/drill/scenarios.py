@@ -8,6 +8,7 @@ outside the catalog), and counts the probes sent and the output tokens they aske
 
 from __future__ import annotations
 
+import os
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping
@@ -124,17 +125,28 @@ def drill_key(account: str) -> str:
     return f"drill-key-{account}-0123456789"
 
 
+#: The port the drill's fleet listens on (default: any free one). Memory knows an account by its
+#: base URL, so drills that should remember each other's routes run on one fixed port.
+PORT_ENV = "RELAY_DRILL_PORT"
+
+
 def fleet_for(
     scenario: Scenario, *, reply: str | Callable[[dict], str] | None = None
 ) -> FaultFleet:
-    """The scenario's fleet (plus a reference account serving the healthy script directly)."""
+    """The scenario's fleet (plus a reference account serving the healthy script directly), on
+    the port ``RELAY_DRILL_PORT`` names (any free one when unset)."""
     accounts: dict[str, Any] = {
         name: {"models": dict(models), "api_key": drill_key(name)}
         for name, models in scenario.accounts.items()
     }
     if scenario.healthy:
         accounts[REFERENCE] = {"models": {"reference/healthy": scenario.healthy}}
-    return FaultFleet(accounts, reply=reply or "Hello, operator: the drill route is alive.")
+    port = os.environ.get(PORT_ENV, "").strip()
+    return FaultFleet(
+        accounts,
+        reply=reply or "Hello, operator: the drill route is alive.",
+        port=int(port) if port.isdigit() else 0,
+    )
 
 
 def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict:

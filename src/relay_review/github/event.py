@@ -54,6 +54,14 @@ class PullRequestEvent(BaseModel):
     html_url: str | None = None
     #: How many files the PR changes, as the payload says (the files API lists 3,000 at most).
     changed_files: int | None = None
+    #: The repository's default branch (``repository.default_branch``): where trusted files
+    #: (policy, guidelines) are read, never the base branch the author chose.
+    default_branch: str | None = None
+
+    @property
+    def off_default(self) -> bool:
+        """True when the pull request targets a branch other than the default one."""
+        return bool(self.default_branch) and self.base_ref != self.default_branch
 
     @property
     def owner(self) -> str:
@@ -86,6 +94,7 @@ class CommentCommand(BaseModel):
     commenter: str
     association: str
     body: str
+    default_branch: str | None = None
 
     def asks(self, trigger: str) -> bool:
         """Whether the comment starts with ``trigger`` as a word of its own (``/relay-review``
@@ -109,6 +118,7 @@ class NotPullRequestEvent(BaseModel):
 class _Repo(BaseModel):
     full_name: str
     private: bool = False
+    default_branch: str | None = None
 
 
 class _User(BaseModel):
@@ -203,6 +213,7 @@ def _parse_comment(payload: Mapping[str, Any]) -> CommentCommand:
         commenter=scrub_text(data.comment.user.login),
         association=data.comment.author_association,
         body=scrub_text(data.comment.body or ""),
+        default_branch=_branch(data.repository.default_branch),
     )
 
 
@@ -213,7 +224,11 @@ def event_for_comment(command: CommentCommand, pull: Mapping[str, Any]) -> PullR
         pr = _PullRequest.model_validate(pull)
     except ValidationError as exc:
         raise EventError(f"pull request {command.number} from the API: {_describe(exc)}") from None
-    repo = _Repo(full_name=command.repo_full_name, private=command.private)
+    repo = _Repo(
+        full_name=command.repo_full_name,
+        private=command.private,
+        default_branch=command.default_branch,
+    )
     # the pull request asked for is the one commented on (and the one fetched)
     pr = pr.model_copy(update={"number": command.number})
     return _pull_request(COMMENT_EVENT, command.action, pr, repo)
@@ -241,7 +256,13 @@ def _pull_request(
         body=scrub_text(pr.body or ""),
         html_url=pr.html_url,
         changed_files=pr.changed_files,
+        default_branch=_branch(repository.default_branch),
     )
+
+
+def _branch(name: str | None) -> str | None:
+    """A branch name from the payload, as text (None when absent or blank)."""
+    return scrub_text(name) if name and name.strip() else None
 
 
 def load_event(env: Mapping[str, str] | None = None) -> Event:

@@ -1,8 +1,16 @@
-"""The policy file, read at an exact commit: pinned in an orchestrator repository, or the PR's base.
+"""The policy file, read at an exact commit: pinned in an orchestrator repository, or the
+reviewed repository's own at the commit the workflow runs from (its default branch).
 
 Every failure fails closed with a :class:`PolicyRefError` that names the repository, the ref and
-what GitHub answered. The one tolerated absence is the reviewed repository's own policy file at
-the base commit: :func:`read_base_policy` returns ``None`` and the caller uses built-in defaults.
+what GitHub answered. The one tolerated absence is the reviewed repository's own policy file:
+:func:`read_base_policy` returns ``None`` and the caller uses built-in defaults.
+
+Why the default branch and not the pull request's base: the author of a pull request chooses its
+base (and may retarget it to an old or author-pushed branch), so a policy read there could point
+the org's key at any URL. Under ``pull_request_target`` and ``issue_comment`` GitHub runs the
+workflow from the default branch (``GITHUB_SHA``); :func:`workflow_commit` takes that commit only
+when ``GITHUB_REF`` names the event's ``repository.default_branch``, else asks GitHub for the
+default branch's tip.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ class PolicySource(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    kind: Literal["pinned", "base"]
+    kind: Literal["pinned", "base", "default"]
     repo: str
     sha: str
     path: str
@@ -42,6 +50,8 @@ class PolicySource(BaseModel):
         """``owner/repo@<sha12> (resolved from <ref>)``; for a base policy ``(base of ...)``."""
         if self.kind == "pinned":
             return f"{self.repo}@{self.sha[:12]} (resolved from {self.ref})"
+        if self.kind == "default":
+            return f"{self.repo}@{self.sha[:12]} (default branch: {self.ref})"
         return f"{self.repo}@{self.sha[:12]} (base of the pull request: {self.ref})"
 
     def __str__(self) -> str:
@@ -157,10 +167,53 @@ def load_pinned_policy(
     return PolicyText(text=text, source=source)
 
 
+#: Events whose workflow GitHub runs from the default branch (``GITHUB_SHA`` is its tip).
+DEFAULT_BRANCH_EVENTS = frozenset({"pull_request_target", "issue_comment"})
+
+
+def workflow_commit(
+    gh: Github,
+    repo_full_name: str,
+    default_branch: str | None,
+    *,
+    event_name: str,
+    github_sha: str = "",
+    github_ref: str = "",
+) -> str:
+    """The commit trusted files (policy, guidelines) are read at: the default branch's.
+
+    ``GITHUB_SHA`` when the event runs from the default branch (``pull_request_target``,
+    ``issue_comment``) and ``GITHUB_REF`` is ``refs/heads/<default_branch>``; otherwise (a
+    ``pull_request`` run, whose ``GITHUB_SHA`` is the author's merge commit, or a server that ran
+    the workflow elsewhere) the default branch's tip as GitHub resolves it. Never the pull
+    request's base. No default branch in the event fails closed.
+    """
+    if not default_branch:
+        raise PolicyRefError(
+            f"the event names no repository.default_branch of {repo_full_name}; refusing to "
+            "guess where the policy lives"
+        )
+    sha = github_sha.strip().lower()
+    if (
+        event_name in DEFAULT_BRANCH_EVENTS
+        and FULL_SHA.match(sha)
+        and github_ref.strip() == f"refs/heads/{default_branch}"
+    ):
+        return sha
+    return resolve_ref(gh.get_repo(repo_full_name), default_branch)
+
+
 def read_base_policy(
-    gh: Github, repo_full_name: str, path: str, base_sha: str, base_ref: str = ""
+    gh: Github,
+    repo_full_name: str,
+    path: str,
+    base_sha: str,
+    base_ref: str = "",
+    *,
+    kind: Literal["base", "default"] = "base",
 ) -> PolicyText | None:
-    """The reviewed repository's policy file at the PR's **base** commit (never the head).
+    """The reviewed repository's policy file at commit ``base_sha`` (never the head): the
+    action passes the default branch's commit (``kind="default"``, :func:`workflow_commit`).
 
     ``None`` when the file does not exist there (use built-in defaults); any other failure raises.
     """
@@ -171,7 +224,7 @@ def read_base_policy(
     if text is None:
         return None
     source = PolicySource(
-        kind="base", repo=repo_full_name, sha=base_sha.lower(), path=path, ref=base_ref or base_sha
+        kind=kind, repo=repo_full_name, sha=base_sha.lower(), path=path, ref=base_ref or base_sha
     )
     return PolicyText(text=text, source=source)
 
@@ -183,7 +236,7 @@ MAX_GUIDELINES_CHARS = 8000
 
 
 class Guidelines(BaseModel):
-    """The maintainers' review guidelines, read at the pull request's base commit."""
+    """The maintainers' review guidelines, read at the default branch's commit."""
 
     model_config = ConfigDict(frozen=True)
 
@@ -210,8 +263,9 @@ def read_guidelines(
     *,
     limit: int = MAX_GUIDELINES_CHARS,
 ) -> Guidelines | None:
-    """The guidelines file ``path`` at the PR's **base** commit (never the head, which the
-    pull request's author controls), cut to ``limit`` characters; ``None`` when it is absent.
+    """The guidelines file ``path`` at commit ``base_sha`` (the action passes the default
+    branch's, :func:`workflow_commit`; never the head or a base the pull request's author
+    chose), cut to ``limit`` characters; ``None`` when it is absent.
 
     Failures other than absence raise :class:`PolicyRefError` (the caller decides whether to go
     on without guidelines).

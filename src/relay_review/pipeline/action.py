@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay_review import __version__
-from relay_review.action_inputs import ActionInputs, read_action_inputs
+from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
 from relay_review.github.comment import resolve_author, sticky_body
@@ -42,7 +42,7 @@ from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, 
 from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Published, finish, publish, skipped
 from relay_review.models import Catalog, Decision, NotPosted, RunReport
-from relay_review.pipeline.policy import PolicyOrigin, resolve_policy
+from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.render import catalog_table
@@ -88,8 +88,11 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     gh = make_github(token, api_url)  # the policy may come from GitHub: default bounds first
     event = asked if isinstance(asked, PullRequestEvent) else commented_pull(gh, env, inputs, asked)
     with actions.group("relay-review: policy"):
-        policy, origin = resolve_policy(gh, inputs, event)
-        guidelines = guidelines_stage(gh, policy, event)
+        commit = trusted_commit(gh, event, env)  # the default branch's: never the PR's base
+        policy, origin = resolve_policy(gh, inputs, event, commit)
+        guidelines = guidelines_stage(gh, policy, event, commit)
+        if origin.note:
+            say(origin.note)
         accounts = resolve_accounts(policy, env)
         secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
         say(f"policy: {origin.provenance}")
@@ -125,6 +128,10 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     head_files=heads,
                     store=store,
                     head_sha=event.head_sha,
+                    repo=event.repo_full_name,
+                    # /relay-review asks the models again (route memory still applies)
+                    reuse_reviews=event.event_name != "issue_comment",
+                    secrets=[*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)],
                 )
             )
         log_review(report)
@@ -277,22 +284,25 @@ def open_pull_request(
         )
 
 
-def guidelines_stage(gh: Any, policy: Policy, event: PullRequestEvent) -> Guidelines | None:
-    """The maintainers' guidelines at the pull request's **base** commit: ``review.guidelines``,
-    else the conventional file if present. Never the head's (the author controls it). A named
-    file that is missing or unreadable is a warning, and the review goes on without it."""
+def guidelines_stage(
+    gh: Any, policy: Policy, event: PullRequestEvent, commit: str
+) -> Guidelines | None:
+    """The maintainers' guidelines at ``commit``, the commit the workflow runs from (the default
+    branch's): ``review.guidelines``, else the conventional file if present. Never the head's
+    nor a base branch's (the author controls both). A named file that is missing or unreadable
+    is a warning, and the review goes on without it."""
     named = policy.review.guidelines
     path = named or CONVENTIONAL_GUIDELINES
     try:
-        found = read_guidelines(gh, event.repo_full_name, path, event.base_sha)
+        found = read_guidelines(gh, event.repo_full_name, path, commit)
     except (PolicyRefError, GitHubEdgeError) as exc:
         actions.warning(f"relay-review: guidelines {path} unreadable ({exc}); reviewing without")
         return None
     if found is None:
         if named:
             actions.warning(
-                f"relay-review: no guidelines file {path} at the base commit "
-                f"{event.base_sha[:12]}; reviewing without"
+                f"relay-review: no guidelines file {path} at the default branch's commit "
+                f"{commit[:12]}; reviewing without"
             )
         return None
     cut = f" (cut to {len(found.text)} of {found.chars} characters)" if found.truncated else ""

@@ -2,37 +2,142 @@
 
 Only the pipeline calls these; routing sees a board with remembered routes laid on it, and the
 review sees which chunks are already reviewed. Which store holds the memory is not their concern.
+
+**Accounts are known by what they are, not by their name** (a policy's free choice): the store
+keys an account by :func:`account_identity` (its kind, a hash of its base URL and an HMAC
+fingerprint of its key) and a route by ``{identity}/{model}``, so one key shares its memory and
+its quota ledger across repositories, and two servers both called ``local`` never do. Within a
+run, :class:`RunMemory` lays the stored entries of this run's accounts on a view keyed by name
+(what routing knows), and folds the view back under the identities when it saves. Before it
+writes, every string of the record is scrubbed of the run's secrets (:mod:`relay_review.redact`).
 """
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from relay_review.models import CatalogEntry, MemoryReport
+from relay_review.providers.kinds import KINDS, fill_base_url
+from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Memory, NullStore, Store
 from relay_review.state.routes import Recalled, recall, remember
 
+#: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
+#: in every repository that uses the key (so they share one budget) and must not reveal it; the
+#: strength is the key's own entropy (values under 8 characters are placeholders, not secrets).
+FINGERPRINT_KEY = b"relay-review/account-fingerprint/v1"
+
+
+def account_identity(kind: str, base_url: str, api_key: str) -> str:
+    """``{kind}:{url12}:{key16}``: the kind, the first 12 hex digits of SHA-256 of the base URL
+    (lower-cased, without a trailing slash) and the first 16 of HMAC-SHA256 of the key (never
+    the key, nor the URL, which may name a private host and is shown in a public comment)."""
+    url = base_url.strip().rstrip("/").lower()
+    where = hashlib.sha256(url.encode("utf-8", "surrogatepass")).hexdigest()[:12]
+    key = api_key.strip().encode("utf-8", "surrogatepass")
+    fingerprint = hmac.new(FINGERPRINT_KEY, key, hashlib.sha256).hexdigest()[:16]
+    return f"{kind[:40]}:{where}:{fingerprint}"
+
+
+def account_identities(
+    entries: Iterable[CatalogEntry], environ: Mapping[str, str]
+) -> dict[str, str]:
+    """Each account name of ``entries`` -> its :func:`account_identity` (key from ``environ``)."""
+    found: dict[str, str] = {}
+    for e in entries:
+        r = e.route
+        if r.account in found:
+            continue
+        spec = KINDS.get(r.provider)
+        base = fill_base_url(r.base_url or "", spec.url_env if spec else None, environ)
+        found[r.account] = account_identity(r.provider, base, environ.get(r.api_key_env, ""))
+    return found
+
+
+def route_keys(entries: Iterable[CatalogEntry], identities: Mapping[str, str]) -> dict[str, str]:
+    """Each route's agent id -> its stored key ``{account identity}/{model}``."""
+    return {
+        e.agent_id: f"{identities[e.account]}/{e.route.model}"
+        for e in entries
+        if e.account in identities
+    }
+
+
+def run_secrets(entries: Iterable[CatalogEntry], environ: Mapping[str, str]) -> list[str]:
+    """The keys of the catalog's accounts (what every store record is scrubbed of, at least)."""
+    return [environ.get(e.route.api_key_env, "") for e in entries]
+
 
 @dataclass
 class RunMemory:
-    """One run's memory: the store, what it held at the start, and what this run added."""
+    """One run's memory: the store, what it held at the start, and what this run added.
+
+    ``memory`` is the view keyed by this run's names (routes by agent id, accounts by name);
+    ``stored`` the record as the store keeps it (by identity), the other accounts' included.
+    """
 
     store: Store = field(default_factory=NullStore)
     memory: Memory = field(default_factory=Memory)
     recalled: Recalled = field(default_factory=Recalled)
     clock: Callable[[], float] = time.time
     reused_chunks: int = 0
+    stored: Memory = field(default_factory=Memory)
+    #: account name -> identity, agent id -> stored route key (this run's catalog)
+    identities: dict[str, str] = field(default_factory=dict)
+    routes: dict[str, str] = field(default_factory=dict)
+    #: values every record is scrubbed of before it is written
+    secrets: list[str] = field(default_factory=list)
 
     @classmethod
-    def load(cls, store: Store | None, clock: Callable[[], float] = time.time) -> RunMemory:
-        """Read the store (never fails: an unusable one is empty, with one warning)."""
+    def load(
+        cls,
+        store: Store | None,
+        clock: Callable[[], float] = time.time,
+        *,
+        entries: Sequence[CatalogEntry] = (),
+        environ: Mapping[str, str] | None = None,
+        secrets: Iterable[str] = (),
+    ) -> RunMemory:
+        """Read the store (never fails: an unusable one is empty, with one warning) and lay the
+        entries of ``entries``' accounts on the view by name."""
         store = store or NullStore()
-        return cls(store=store, memory=store.load().fresh(clock()), clock=clock)
+        environ = environ or {}
+        stored = store.load().fresh(clock())
+        identities = account_identities(entries, environ)
+        routes = route_keys(entries, identities)
+        view = Memory(
+            routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},
+            accounts={n: stored.accounts[i] for n, i in identities.items() if i in stored.accounts},
+            chunks=dict(stored.chunks),
+        )
+        keys = usable_secrets([*run_secrets(entries, environ), *secrets])
+        return cls(
+            store=store,
+            memory=view,
+            clock=clock,
+            stored=stored,
+            identities=identities,
+            routes=routes,
+            secrets=keys,
+        )
+
+    def route_of(self, agent_id: str) -> str | None:
+        """The stored key of this run's route ``agent_id`` (None: not in this run's catalog)."""
+        return self.routes.get(agent_id)
+
+    def agent_of(self, route_key: str) -> str | None:
+        """This run's agent id for a stored route key (None: the catalog does not select it)."""
+        for agent, key in self.routes.items():
+            if key == route_key:
+                return agent
+        return None
 
     def recall_onto(self, session: RoutingSession) -> None:
         """Lay the remembered routes on the session's board before it starts."""
@@ -61,10 +166,32 @@ class RunMemory:
             requests_avoided=avoided,
         )
 
+    def to_store(self) -> Memory:
+        """The view folded back under identities, with the other accounts' entries kept."""
+        mine_routes = set(self.routes.values())
+        mine_accounts = set(self.identities.values())
+        routes = {k: v for k, v in self.stored.routes.items() if k not in mine_routes}
+        routes.update(
+            {self.routes[a]: v for a, v in self.memory.routes.items() if a in self.routes}
+        )
+        accounts = {k: v for k, v in self.stored.accounts.items() if k not in mine_accounts}
+        accounts.update(
+            {self.identities[n]: v for n, v in self.memory.accounts.items() if n in self.identities}
+        )
+        return Memory(routes=routes, accounts=accounts, chunks=dict(self.memory.chunks))
+
     def save(self, session: RoutingSession | None, policy: Policy) -> None:
-        """Fold this run's route outcomes into the memory and write it (never fails)."""
+        """Fold this run's route outcomes into the memory, scrub it of the run's secrets and
+        write it (never fails)."""
         if self.store.kind == "none":
             return
         if session is not None:
             self.memory = remember(self.memory, session.board, self.clock(), policy.memory)
-        self.store.save(self.memory)
+        self.store.save(scrub(self.to_store(), self.secrets))
+
+
+def scrub(memory: Memory, secrets: Sequence[str]) -> Memory:
+    """``memory`` with every string (keys included) cleared of ``secrets`` (as the comment is)."""
+    if not secrets:
+        return memory
+    return Memory.model_validate(redact_data(memory.model_dump(mode="json"), secrets))

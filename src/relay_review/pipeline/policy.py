@@ -1,5 +1,6 @@
-"""The action's policy: layered from the pinned or base file, the inline ``policy`` input and
-the other inputs, each layer validated alone and then the merged whole."""
+"""The action's policy: layered from the pinned file or the reviewed repository's own (at the
+commit the workflow runs from: its default branch, never a pull request's base), the inline
+``policy`` input and the other inputs, each layer validated alone and then the merged whole."""
 
 from __future__ import annotations
 
@@ -11,7 +12,12 @@ from typing import Any
 from relay_review.action_inputs import ActionInputs
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
-from relay_review.github.policy_ref import PolicySource, load_pinned_policy, read_base_policy
+from relay_review.github.policy_ref import (
+    PolicySource,
+    load_pinned_policy,
+    read_base_policy,
+    workflow_commit,
+)
 from relay_review.settings import Layer, Policy, merge_layers, parse_toml
 
 INLINE_SOURCE = "input `policy`"
@@ -26,6 +32,9 @@ class PolicyOrigin:
     source: PolicySource | None = None
     inline: bool = False
     overrides: dict[str, Any] = field(default_factory=dict)
+    #: One line for the comment when the pull request targets another branch than the
+    #: default one (its policy and guidelines came from the default branch all the same).
+    note: str | None = None
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -33,19 +42,46 @@ class PolicyOrigin:
             "source": self.source.model_dump() if self.source else None,
             "inline": self.inline,
             "input_overrides": self.overrides,
+            "note": self.note,
         }
 
 
+def trusted_commit(gh: Any, event: PullRequestEvent, env: Mapping[str, str]) -> str:
+    """The commit the workflow runs from, where the policy and guidelines are read: the
+    default branch's (``GITHUB_SHA`` checked against the event's default branch, see
+    :func:`relay_review.github.policy_ref.workflow_commit`)."""
+    return workflow_commit(
+        gh,
+        event.repo_full_name,
+        event.default_branch,
+        event_name=event.event_name,
+        github_sha=env.get("GITHUB_SHA", ""),
+        github_ref=env.get("GITHUB_REF", ""),
+    )
+
+
+def off_default_note(event: PullRequestEvent, what: str = "policy and guidelines") -> str | None:
+    """The comment's line for a pull request against another branch than the default one."""
+    if not event.off_default:
+        return None
+    return (
+        f"This pull request targets {event.base_ref[:100]}, not the default branch "
+        f"{(event.default_branch or '')[:100]}: it was reviewed under the default branch's "
+        f"{what} (a base branch is the author's choice, never a source of policy)."
+    )
+
+
 def resolve_policy(
-    gh: Any, inputs: ActionInputs, event: PullRequestEvent
+    gh: Any, inputs: ActionInputs, event: PullRequestEvent, commit: str | None = None
 ) -> tuple[Policy, PolicyOrigin]:
-    """The run's policy, layered: file (pinned, or the base's) < inline ``policy`` < inputs.
+    """The run's policy, layered: file (pinned, or the repository's own) < inline < inputs.
 
     * ``orchestrator-repo`` set: the file at the resolved, verified commit of ``orchestrator-ref``
       (a missing file fails closed); the inline policy overrides its keys.
     * no ``orchestrator-repo``, inline policy given: the inline policy is the whole policy.
-    * neither: the reviewed repository's file at the pull request's **base** commit (never the
-      head); no file there means built-in defaults.
+    * neither: the reviewed repository's file at ``commit``, the commit the workflow runs from
+      (:func:`trusted_commit`: the default branch's; never the head, never the pull request's
+      base, which its author picks); no file there means built-in defaults.
 
     Each layer is validated alone (errors name it), then the merged whole: see
     :func:`relay_review.settings.merge_layers`, which the command line's flags go through too.
@@ -71,11 +107,12 @@ def resolve_policy(
     elif inputs.policy:
         provenance = "inline policy (workflow input `policy`)"
     else:
-        base = read_base_policy(gh, event.repo_full_name, path, event.base_sha, event.base_ref)
+        if commit is None:
+            raise ValueError("the repository's own policy needs the workflow's commit")
+        branch = event.default_branch or commit
+        base = read_base_policy(gh, event.repo_full_name, path, commit, branch, kind="default")
         if base is None:
-            provenance = (
-                f"built-in defaults (no {path} in {event.repo_full_name}@{event.base_sha[:12]})"
-            )
+            provenance = f"built-in defaults (no {path} in {event.repo_full_name}@{commit[:12]})"
         else:
             source = base.source
             name = f"{source.repo}:{path}@{source.sha[:12]}"
@@ -89,7 +126,9 @@ def resolve_policy(
     if overrides:
         layers.append(Layer(INPUT_SOURCE, overrides, caps_attempt=True))
     policy = merge_layers(layers)
-    origin = PolicyOrigin(provenance, source, bool(inputs.policy), overrides)
+    own = not inputs.orchestrator_repo and not inputs.policy
+    note = off_default_note(event, "policy and guidelines" if own else "guidelines")
+    origin = PolicyOrigin(provenance, source, bool(inputs.policy), overrides, note)
     return policy, origin
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -315,6 +315,9 @@ async def review(
     head_files: HeadFiles | None = None,
     store: Store | None = None,
     head_sha: str | None = None,
+    repo: str = "",
+    reuse_reviews: bool = True,
+    secrets: Iterable[str] = (),
 ) -> RunReport:
     """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
 
@@ -325,7 +328,11 @@ async def review(
     request's system message. ``head_files``: head versions of files, for context around hunks
     (``review.context_lines``, in the room chunks have left).
     ``store``: memory across runs (routes' outcomes; chunks reviewed before, reused with no
-    model request); ``head_sha``: the commit reviewed, kept with each chunk's review.
+    model request); ``head_sha``: the commit reviewed, kept with each chunk's review;
+    ``repo``: the reviewed repository (a cached review is reused in that repository only);
+    ``reuse_reviews`` False asks the models again for every chunk (``/relay-review``; route
+    memory still applies); ``secrets``: values no stored record may hold (the catalog's keys
+    are added).
     """
     r = policy.review
     started = time.monotonic() if started_at is None else started_at
@@ -369,10 +376,14 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    memory = RunMemory.load(store)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, secrets=secrets)
     shape = instructions_key(instructions)
-    keys = {c.number: chunk_key(c, r, title, body, shape) for c in plan.chunks}
-    reused, results_of = reused_chunks(plan.chunks, keys, memory)
+    keys = {c.number: chunk_key(c, r, title, body, shape, repo=repo) for c in plan.chunks}
+    if reuse_reviews:
+        reused, results_of = reused_chunks(plan.chunks, keys, memory, catalog)
+    else:
+        reused, results_of = {}, {}
+        log.info("review: asked again, every chunk goes to a model (no cached verdict)")
     to_serve = [c for c in plan.chunks if c.number not in reused]
     session = None
     if to_serve:
@@ -419,23 +430,29 @@ def instructions_key(instructions: Instructions | None) -> str:
 
 
 def reused_chunks(
-    chunks: list[Chunk], keys: Mapping[int, str], memory: RunMemory
+    chunks: list[Chunk], keys: Mapping[int, str], memory: RunMemory, catalog: Catalog
 ) -> tuple[dict[int, ChunkMemo], dict[int, ServeResult]]:
-    """Chunks an earlier run reviewed with identical content: their memos and results (their
-    findings validated again against the chunk; no model request)."""
+    """Chunks an earlier run reviewed with identical content (same repository, settings and
+    prompt: the key) on a route this run's catalog still selects (same account identity and
+    model): their memos and results (findings validated again against the chunk; no request)."""
     memos: dict[int, ChunkMemo] = {}
     results: dict[int, ServeResult] = {}
     now = memory.clock()
+    selected = {e.agent_id: e for e in catalog.selected}
     for chunk in chunks:
         try:
             memo, kept = reuse(memory.memory, keys[chunk.number], chunk, now)
         except KeyError:
             continue
+        entry = selected.get(memory.agent_of(memo.route) or "")
+        if entry is None:  # that route left the catalog (or the account changed): ask again
+            continue
         memos[chunk.number] = memo
-        account, _, model = memo.route.partition("/")
         results[chunk.number] = ServeResult(
             value=ChunkVerdict("", kept, []),
-            served_by=ServedBy(agent_id=memo.route or "memory", account=account, model=model),
+            served_by=ServedBy(
+                agent_id=entry.agent_id, account=entry.account, model=entry.route.model
+            ),
             stopped=Stopped.SERVED,
         )
     if memos:
@@ -481,13 +498,16 @@ def remember_chunks(
         verdict: ChunkVerdict = result.value
         if any(points_at_shown_code(f, chunk.index) for f, _ in verdict.unverified):
             continue
+        route = memory.route_of(result.served_by.agent_id)
+        if route is None:
+            continue
         memo = chunk_memo(
             chunk,
             verdict.verified,
             now=now,
             ttl=policy.memory.review,
             head=head_sha or "",
-            route=result.served_by.agent_id,
+            route=route,
         )
         if memo is not None:
             kept[keys[chunk.number]] = memo

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from relay_review.models import Catalog
-from relay_review.pipeline.memory import RunMemory
+from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.session import RoutingSession
@@ -36,15 +36,18 @@ def session_for(
         chat=chat,
         started_at=time.monotonic() if started_at is None else started_at,
         wait_for_recalled=wait_for_recalled,
-        budgets=account_budgets(policy, store),
+        budgets=account_budgets(policy, store, account_identities(catalog.selected, environ)),
     )
 
 
-def account_budgets(policy: Policy, store: Store | None) -> AccountBudgets:
+def account_budgets(
+    policy: Policy, store: Store | None, identities: Mapping[str, str] | None = None
+) -> AccountBudgets:
     """Each account's request budget (policy ``rpm``/``rpd``, else the provider's published
-    free-tier limits for its free routes), kept in the store's shared ledger when it has one."""
+    free-tier limits for its free routes), kept in the store's shared ledger when it has one,
+    under the account's identity (kind, base URL, key fingerprint), never its name."""
     limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
-    return AccountBudgets(getattr(store, "ledger", None), limits)
+    return AccountBudgets(getattr(store, "ledger", None), limits, identities)
 
 
 async def preflight(
@@ -57,7 +60,7 @@ async def preflight(
 ) -> dict[str, Any]:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
-    memory = RunMemory.load(store)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ)
     session = session_for(catalog, policy, environ, chat, wait_for_recalled=False, store=store)
     memory.recall_onto(session)
     async with session:
@@ -85,7 +88,7 @@ async def chat(
 ) -> dict[str, Any]:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
-    memory = RunMemory.load(store)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ)
     session = session_for(catalog, policy, environ, chat_fn, store=store)
     memory.recall_onto(session)
     async with session:

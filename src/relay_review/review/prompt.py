@@ -176,7 +176,7 @@ def _capped(text: str, limit: int) -> tuple[str, str]:
 @dataclass(frozen=True)
 class Instructions:
     """What the repository's maintainers ask of the review, from trusted sources only: the
-    guidelines file at the base commit, the policy's ``[[review.paths]]`` and ``language``.
+    guidelines file on the default branch, the policy's ``[[review.paths]]`` and ``language``.
 
     They go into the system message, outside the untrusted fences (the pull request's author
     controls none of them). Path instructions go only with chunks holding a file they match.
@@ -200,7 +200,9 @@ class Instructions:
         sections: list[str] = []
         if self.guidelines.strip():
             where = (
-                f" ({self.guidelines_source}, at the base commit)" if self.guidelines_source else ""
+                f" ({self.guidelines_source}, on the default branch)"
+                if self.guidelines_source
+                else ""
             )
             sections.append(
                 f"REPOSITORY GUIDELINES{where}. The repository's maintainers wrote these review"

@@ -8,6 +8,10 @@ the window frees, within the run deadline. A provider's own "nothing left until 
 ``X-RateLimit-Remaining: 0``, a daily quota) closes the account's window until T for every run
 that shares the ledger.
 
+Which ledger key: the account's identity (its kind, a hash of its base URL and an HMAC
+fingerprint of its key, given by the pipeline), so one key shares one budget across
+repositories and two servers named alike never share one; the account's name without one.
+
 Which budget: the account's ``rpm``/``rpd`` from the policy when set (every request of the
 account counts); otherwise the provider's published free-tier limits for its free routes
 (OpenRouter: 20/min, 50/day, counted apart from priced routes); otherwise none.
@@ -39,20 +43,23 @@ class AccountBudgets:
         self,
         ledger: Ledger | None = None,
         limits: Mapping[str, Budget] | None = None,
+        identities: Mapping[str, str] | None = None,
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
         self.limits = dict(limits or {})  # account -> its policy budget
+        self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
         """``(ledger key, budget)`` for a request on ``entry``."""
+        key = self.identities.get(entry.account, entry.account)
         explicit = self.limits.get(entry.account)
         if explicit is not None and (explicit.rpm or explicit.rpd):
-            return entry.account, explicit
+            return key, explicit
         kind = KINDS.get(entry.route.provider)  # the route's provider kind: its published tier
         if entry.cost == "free" and kind is not None and (kind.free_rpm or kind.free_rpd):
-            return f"{entry.account}:free", Budget(kind.free_rpm, kind.free_rpd)
-        return entry.account, Budget()
+            return f"{key}:free", Budget(kind.free_rpm, kind.free_rpd)
+        return key, Budget()
 
     async def admit(self, entry: CatalogEntry, remaining: float) -> Outcome | None:
         """None when a slot was reserved (send the request); else the refusal as an outcome."""

@@ -1,6 +1,7 @@
 """The memory record: what one run leaves for the next, typed, versioned and size-bounded.
 
 It holds route ids, outcome kinds, times (Unix seconds), content hashes and verified findings
+(their location, severity and message, and a hash of the cited line: never the line itself)
 only: never a key, a prompt, a reply text or a diff's patch. :func:`encode` writes it as compact
 JSON cut to a byte bound (oldest entries go first); :func:`decode` reads it back or says why not.
 """
@@ -13,7 +14,7 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 #: The record's version: a store written by another version is ignored (never migrated).
-VERSION: Literal[1] = 1
+VERSION: Literal[2] = 2
 #: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
 MAX_BYTES = 16 * 1024
 
@@ -36,18 +37,21 @@ class RouteMemo(_Record):
 
 
 class ReusedFinding(_Record):
-    """A verified finding kept for a chunk (:class:`relay_review.review.verdict.Finding`)."""
+    """A verified finding kept for a chunk (:class:`relay_review.review.verdict.Finding`): its
+    location and ``quote_sha``, the SHA-256 of the cited line as the diff showed it (the quote
+    is read again from the current diff on reuse; a line that no longer matches drops it)."""
 
     path: str = Field(max_length=4096)
     line: int
     side: str = "RIGHT"
-    quote: str = Field("", max_length=4000)
+    quote_sha: str = Field(pattern=r"^[0-9a-f]{64}$")
     severity: str = Field(max_length=20)
     message: str = Field("", max_length=4000)
 
 
 class ChunkMemo(_Record):
-    """A chunk reviewed before: when, at which head, by which route, and its verified findings."""
+    """A chunk reviewed before: when, at which head, by which route (``{account identity}/{model}``,
+    see :mod:`relay_review.pipeline.memory`), and its verified findings."""
 
     at: float
     until: float
@@ -60,7 +64,7 @@ class ChunkMemo(_Record):
 class Memory(_Record):
     """Everything remembered: routes and accounts by id, reviewed chunks by content hash."""
 
-    version: Literal[1] = VERSION
+    version: Literal[2] = VERSION
     routes: dict[str, RouteMemo] = Field(default_factory=dict)
     accounts: dict[str, RouteMemo] = Field(default_factory=dict)
     chunks: dict[str, ChunkMemo] = Field(default_factory=dict)
