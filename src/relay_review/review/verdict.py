@@ -394,15 +394,34 @@ def citation_problem(finding: Finding, index: DiffIndex) -> str | None:
     return None
 
 
+def excerpt_of(quote: str, line_text: str) -> bool:
+    """Whether ``quote`` is one contiguous piece of ``line_text``, of any length (whitespace
+    ignored, a copied leading diff marker tolerated). An empty quote is no excerpt.
+
+    Too weak to *verify* a finding on a short line (one character is in most lines), but
+    enough, at the exact location a finding cites, to say it is about that shown line."""
+    q = squash(quote)
+    t = squash(line_text)
+    if not q or not t:
+        return False
+    return q in t or _QUOTE_PREFIX.sub("", q, count=1) in t
+
+
 def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
     """Whether a rejected finding is still about changed code the model was shown: its citation
-    holds (it was dropped only by the per-reply cap) or its quote identifies a changed line of
-    ``index`` (only its path, side or number is off). A review that drops such a finding never
-    approves; an invented quote (a hallucination) does not count."""
+    holds (it was dropped only by the per-reply cap); its path, line and side name a shown
+    changed line and its quote is an excerpt of that line (:func:`excerpt_of`: any length, as
+    the code part of ``    return a / b  # divisor checked by caller``); or its quote identifies
+    another changed line of ``index`` (only its path, side or number is off). A review that
+    drops such a finding never approves and is never cached as clean; an invented quote (a
+    hallucination) or an empty one does not count."""
     if citation_problem(finding, index) is None:
         return True
     if not squash(finding.quote):
         return False
+    cited = index.line(finding.path, finding.line, finding.side)
+    if cited is not None and excerpt_of(finding.quote, cited):
+        return True
     return any(quote_matches(finding.quote, text) for *_, text in index.locations())
 
 
