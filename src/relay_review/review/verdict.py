@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from relay_review._text import find_invisible
 from relay_review.errors import RelayReviewError
 from relay_review.review.chunks import show_path
 from relay_review.review.diff import DiffIndex, Side, scrub_text
@@ -425,7 +426,6 @@ def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
     return any(quote_matches(finding.quote, text) for *_, text in index.locations())
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _RENDERED_LINE = re.compile(r"^(?:[RLC] \d+ [+ -] |[+-] )")
 
 
@@ -442,8 +442,10 @@ def suggestion_problem(finding: Finding, index: DiffIndex) -> str | None:
 
     It must replace RIGHT lines only, ``line`` .. ``end_line`` (at most
     ``MAX_SUGGESTION_LINES``), each one an added line shown in ``index``; be code to commit (no
-    control or bidirectional characters, no Markdown fence, not the diff's rendered lines); at
-    most ``MAX_SUGGESTION_CHARS``; and change something.
+    invisible or format character of :func:`relay_review._text.invisible_class`: controls,
+    bidirectional controls, zero-width characters, tags, variation selectors, Hangul fillers,
+    any ``Cf``; no Markdown fence, not the diff's rendered lines); at most
+    ``MAX_SUGGESTION_CHARS``; and change something.
     """
     text = finding.suggestion
     if text is None:
@@ -462,8 +464,9 @@ def suggestion_problem(finding: Finding, index: DiffIndex) -> str | None:
         return f"lines {_nums(missing[:5])} are not added lines shown in the diff"
     if len(text) > MAX_SUGGESTION_CHARS:
         return f"longer than {MAX_SUGGESTION_CHARS} characters"
-    if _CONTROL.search(text):
-        return "holds control or bidirectional characters"
+    if (hidden := find_invisible(text)) is not None:
+        ch, name = hidden
+        return f"holds an invisible or format character: U+{ord(ch):04X} ({name})"
     lines = suggestion_lines(text)
     if any(ln.lstrip().startswith("```") for ln in lines):
         return "holds a Markdown fence"
