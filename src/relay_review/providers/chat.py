@@ -278,7 +278,7 @@ def _is_html(headers: Mapping[str, str], text: str) -> bool:
 
 def _html_title(text: str) -> str:
     """An HTML page's ``<title>`` (the rest of a WAF page is noise), else "an HTML page"."""
-    m = _TITLE_RE.search(text)
+    m = _TITLE_RE.search(text, 0, 4096)  # a title sits at the top; a hostile page is not scanned
     title = m.group(1).strip() if m else ""
     return title or "an HTML page"
 
