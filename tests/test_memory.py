@@ -169,6 +169,7 @@ def test_remember_folds_outcomes_and_condemns_an_account() -> None:
     entries = [entry("a", "x"), entry("a", "y"), entry("b", "z"), entry("b", "w")]
     board = RouteBoard(entries)
     board.note("a/x", Outcome(kind=OutcomeKind.AUTH_FAILED, http_status=401))
+    board.condemned.add("a")  # the run took the account out (routing.board.account_consequences)
     board.note("b/z", Outcome(kind=OutcomeKind.OK))
     board.proven.add("b/z")
     memory = remember(Memory(), board, NOW, POLICY)

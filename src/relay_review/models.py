@@ -115,6 +115,12 @@ class Outcome(BaseModel):
     quota_exhausted: bool = Field(False, description="X-RateLimit-Remaining: 0 on the account")
     reset_at: str | None = Field(None, description="ISO UTC time the retry_after wait ends")
     sent: bool = Field(True, description="False: held back by the account budget, never sent")
+    content_refusal: bool = Field(
+        False,
+        description="the reply refused this request's content (a content filter, moderation, a"
+        " safety or policy message, a gateway's HTML/WAF page): a fact about this run's input,"
+        " never about the route, so it ends the route for this run only and is not remembered",
+    )
     phase: Phase | None = None
     detail: str = ""
     first_byte_s: float | None = None

@@ -10,6 +10,7 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from relay_review._text import show_invisible
 from relay_review.models import (
     AttemptReport,
     Catalog,
@@ -183,14 +184,11 @@ DECISION_TITLES = {
     "approve": "✅ No findings",
     "unavailable": "⚠️ Review unavailable",
 }
-#: Bidirectional controls (Trojan Source: a path that displays as another) shown as U+FFFD.
-_BIDI = dict.fromkeys([*range(0x202A, 0x202F), *range(0x2066, 0x206A)], "\ufffd")
 #: Escaped with a backslash: emphasis, code, links, headings, tables, strike-through, and ``$``
 #: (GitHub renders ``$...$`` and ``$$`` blocks as math, which could swallow what follows).
 _MD_SPECIAL = str.maketrans(
     {c: f"\\{c}" for c in "\\`*_{}[]()#!|~$"}
     | {"<": "&lt;", ">": "&gt;", "&": "&amp;", "\r": " ", "\n": " "}
-    | _BIDI
 )
 
 
@@ -204,16 +202,19 @@ def md_text(value: Any, limit: int = 1000) -> str:
     """Hostile text made inert for Markdown: escaped, one line, length-capped.
 
     At most ``limit`` characters of ``value`` are kept (``…`` marks a cut); escaping can make
-    the result up to 5 times longer (``&`` -> ``&amp;``). ``<`` is escaped, so no HTML, no
-    hidden comment and no marker can start; every ``@`` is followed by U+200B, so no
-    ``@user`` or ``@org/team`` mention can ping anyone; autolinks (``://``, ``www.``) and
+    the result longer (``&`` -> ``&amp;``, U+E0041 -> ``&lt;U+E0041&gt;``). ``<`` is escaped,
+    so no HTML, no hidden comment and no marker can start; every ``@`` is followed by U+200B,
+    so no ``@user`` or ``@org/team`` mention can ping anyone; autolinks (``://``, ``www.``) and
     issue references (``#12``, ``GH-12``) are broken the same way, so hostile text makes no
-    live link and no cross-reference event; bidirectional controls become U+FFFD (no text
-    displayed reversed, as in "Trojan Source").
+    live link and no cross-reference event; every invisible or format character (bidirectional
+    controls, zero-width characters, tags, variation selectors, Hangul fillers:
+    :func:`relay_review._text.invisible_class`) is shown as a visible ``<U+200E>`` escape (no
+    text displayed reversed or hidden, as in "Trojan Source").
     """
     text = str(value)
     if len(text) > limit:
         text = text[: limit - 1] + "…"
+    text = show_invisible(text.replace("\r", " ").replace("\n", " "))
     text = text.translate(_MD_SPECIAL).replace("@", "@\u200b")
     text = _GH_REF.sub("\\1\u200b-", _ISSUE_REF.sub("\\#\u200b", text))
     return text.replace("://", ":\u200b//").replace("www.", "www\u200b.")
@@ -223,10 +224,12 @@ def md_code(value: Any, limit: int = 200) -> str:
     """Hostile text shown as inline code: one line, length-capped, and a fence longer than any
     backtick run inside, so it cannot be closed early. GitHub links no mention inside code;
     ``<!--`` gets a U+200B after ``<`` so the raw body never holds a hidden comment (a forged
-    sticky marker) outside the lines we write; bidirectional controls become U+FFFD."""
-    text = str(value).replace("\r", " ").replace("\n", " ").translate(_BIDI)
+    sticky marker) outside the lines we write; invisible and format characters are shown as
+    visible ``<U+200E>`` escapes (:func:`relay_review._text.show_invisible`)."""
+    text = str(value).replace("\r", " ").replace("\n", " ")
     if len(text) > limit:
         text = text[: limit - 1] + "…"
+    text = show_invisible(text)
     text = text.replace("<!--", "<\u200b!--")
     longest = 0
     run = 0
@@ -280,9 +283,10 @@ def _findings_md(
 
 def suggestion_block(suggestion: str) -> str:
     """A GitHub ``suggestion`` block (committable from the review comment). The text goes in
-    as it is: it was checked (:func:`relay_review.review.verdict.suggestion_problem`: no control
-    or bidi characters, no fence line) and any change would change the code committed; the
-    fence is longer than any backtick run inside, so it cannot end the block early."""
+    as it is: it was checked (:func:`relay_review.review.verdict.suggestion_problem`: no
+    invisible or format character, no fence line) and any change would change the code
+    committed; the fence is longer than any backtick run inside, so it cannot end the block
+    early."""
     lines = suggestion_lines(suggestion) if suggestion else []
     fence = fence_for(lines)
     return "\n".join([f"{fence}suggestion", *lines, fence])
@@ -306,8 +310,9 @@ SUGGESTION_SHOW_LINES = 60
 
 
 def _code_line(text: str) -> str:
-    """One line inside a code block: no hidden-comment opener, no bidi control, no CR."""
-    return text.replace("\r", "").translate(_BIDI).replace("<!--", "<\u200b!--")
+    """One line inside a code block: no hidden-comment opener, no CR, and every invisible or
+    format character shown as a visible ``<U+200E>`` escape (the diff shows what it holds)."""
+    return show_invisible(text.replace("\r", "")).replace("<!--", "<\u200b!--")
 
 
 def fence_for(lines: Sequence[str]) -> str:

@@ -17,6 +17,8 @@ from relay_review.drill._wire import Conn, error_body, phrase
 from relay_review.drill.script import Behaviour, Reply
 
 KEEPALIVE_COMMENT = b": OPENROUTER PROCESSING\n\n"
+#: What a moderation refusal says it flagged (never the request's text itself).
+TRIGGER_EXCERPT = "flagged words"
 PING_COMMENT = b": ping\n\n"
 
 
@@ -51,6 +53,12 @@ class Exchange:
         b = self.b
         if b.delay > 0:
             await asyncio.sleep(b.delay)
+        if b.only_if is not None and b.only_if not in _messages_text(self.body):
+            await self._healthy()
+            return
+        if b.status is not None and b.refusal is not None:
+            await self._refusal(b.status, b.refusal)
+            return
         if b.status is not None:
             await self._error_status(b.status)
             return
@@ -104,6 +112,33 @@ class Exchange:
             await self.conn.hold()
             return
         await self.conn.json(status, payload, extra)
+
+    async def _refusal(self, status: int, refusal: str) -> None:
+        """A refusal about the request's content, in the shape ``refusal`` names."""
+        if refusal == "waf":
+            page = (
+                b"<!DOCTYPE html><html><head><title>403 Forbidden</title></head><body>"
+                b"<h1>Access denied</h1><p>The request was blocked by the web application "
+                b"firewall. Reference: drill-waf-0001</p></body></html>"
+            )
+            await self.conn.head(status, "text/html; charset=utf-8", length=len(page))
+            await self.conn.send(page)
+            return
+        if refusal == "moderation":  # OpenRouter's moderation error (its documented shape)
+            metadata = {
+                "reasons": ["violence"],
+                "flagged_input": "…" + TRIGGER_EXCERPT + "…",
+                "provider_name": "OpenAI",
+                "model_slug": self.model,
+            }
+            message = f"{self.model} requires moderation on OpenAI. Your input was flagged."
+            await self.conn.json(status, error_body(status, message, metadata))
+            return
+        message = (
+            "content filter: the prompt was filtered due to triggering the content management "
+            "policy"
+        )
+        await self.conn.json(status, error_body(status, message))
 
     async def _stall(self) -> None:
         await self.conn.hold()
@@ -385,6 +420,19 @@ def _cloudflare_429(wait: float) -> dict:
 
 
 _PROVIDER_429 = {"groq": _groq_429, "gemini": _gemini_429, "cloudflare": _cloudflare_429}
+
+
+def _messages_text(body: dict) -> str:
+    """Every message's text content of a chat request, joined."""
+    messages = body.get("messages")
+    parts: list[str] = []
+    for m in messages if isinstance(messages, list) else []:
+        content = m.get("content") if isinstance(m, dict) else None
+        if isinstance(content, str):
+            parts.append(content)
+        elif isinstance(content, list):
+            parts += [str(p["text"]) for p in content if isinstance(p, dict) and "text" in p]
+    return "\n".join(parts)
 
 
 STATUS_MESSAGES = {

@@ -11,7 +11,8 @@ and ``b/stall`` are two stalled models) or given explicitly per model id::
     arg    := number                      the kind's main parameter (below)
             | name "=" number             delay, gap, n, retry_after, code
             | flag                        stall, rst, leak, nim, date, meta, noheader, litellm,
-                                          daily, groq, gemini, cloudflare, reasoning
+                                          daily, groq, gemini, cloudflare, reasoning,
+                                          filter, moderation, waf, trigger
 
 ========================  ============  ==========================================================
 kind                      main param    what the server does (``delay`` always waits before it)
@@ -57,6 +58,14 @@ kind                      main param    what the server does (``delay`` always w
                                         with a ``PerDay`` quota id; ``cloudflare``: code 4006)
 ========================  ============  ==========================================================
 
+Content refusals (on an error status kind): ``filter`` answers the status with a content-filter
+message (``{"error": {"code": 400, "message": "content filter ..."}}``), ``moderation`` with
+OpenRouter's moderation body (``error.metadata.reasons``, ``flagged_input``), ``waf`` with an
+HTML page (``text/html``, as a gateway's web application firewall sends). ``trigger`` makes any
+step apply only to a request whose messages hold :data:`TRIGGER`; other requests are answered
+``healthy`` (so one model refuses a diff with trigger text and reviews a clean one), e.g.
+``400@filter,trigger``, ``403@moderation,trigger``, ``403@waf,trigger``.
+
 ``leak`` makes the reply or error message echo the ``Authorization`` header it received (for
 tests proving the key never reaches an Outcome): error statuses, ``error-body``, ``sse-error``,
 ``garbage`` (inside the unparsable data) and every kind that streams the reply text.
@@ -76,7 +85,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
-__all__ = ["KINDS", "Behaviour", "Reply", "Script", "parse_script", "script_of"]
+__all__ = ["KINDS", "TRIGGER", "Behaviour", "Reply", "Script", "parse_script", "script_of"]
+
+#: The text a ``trigger`` step looks for in a request's messages (see the module docs).
+TRIGGER = "drill-trigger-text"
 
 Reply = str | Callable[[dict], str]
 RetryStyle = Literal[
@@ -107,7 +119,8 @@ KINDS: dict[str, str] = {
 _DEFAULT_N = {"cut": 2, "drip": 10, "keepalive": 3}
 _DEFAULT_GAP = {"drip": 0.2, "keepalive": 0.2, "pings": 1.0}
 _RETRY_STYLES = {"date", "meta", "noheader", "litellm", "daily", "groq", "gemini", "cloudflare"}
-_FLAGS = {"stall", "rst", "leak", "nim", "reasoning", *_RETRY_STYLES}
+_REFUSALS = {"filter", "moderation", "waf"}
+_FLAGS = {"stall", "rst", "leak", "nim", "reasoning", "trigger", *_REFUSALS, *_RETRY_STYLES}
 _STEP_RE = re.compile(r"^(?P<kind>[a-z0-9-]+)(?:@(?P<args>[^*]*))?(?:\*(?P<times>\d+))?$")
 
 
@@ -126,6 +139,10 @@ class Behaviour:
     leak: bool = False
     nim: bool = False
     reasoning: bool = False
+    #: A content refusal's body (error status kinds): ``filter``, ``moderation`` or ``waf``.
+    refusal: Literal["filter", "moderation", "waf"] | None = None
+    #: Applies only to requests whose messages hold this text (others are answered healthy).
+    only_if: str | None = None
     code: int | None = None
     reply: Reply | None = None
     times: int | None = None
@@ -188,6 +205,10 @@ def _set_flag(values: dict[str, Any], flag: str) -> None:
         values["retry_style"] = flag
     elif flag == "stall":
         values["stall_body"] = True
+    elif flag in _REFUSALS:
+        values["refusal"] = flag
+    elif flag == "trigger":
+        values["only_if"] = TRIGGER
     else:
         values[flag] = True
 

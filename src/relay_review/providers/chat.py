@@ -35,8 +35,9 @@ HTTP status             outcome kind
 2xx                     ``ok``, or ``bad_reply`` when the body says otherwise
 400, 422                ``context_too_long`` if the message is about context size,
                         else ``bad_request``
-401, 403                ``auth_failed`` (a 403 carrying OpenRouter moderation metadata
-                        is ``bad_request``: the input was flagged, the key is fine)
+401, 403                ``auth_failed`` (a 403 carrying OpenRouter moderation metadata,
+                        or naming content, safety or policy, is ``bad_request``: the
+                        input was flagged, the key is fine)
 402                     ``payment_required``
 404                     ``not_found``
 408                     ``server_error`` with ``http_status=408`` (the provider timed out;
@@ -48,6 +49,12 @@ other 4xx               ``bad_request``
 5xx                     ``server_error``
 1xx/3xx                 ``bad_reply`` (redirects are not followed)
 ======================  ==============================================================
+
+Content refusals: a 4xx other than 401, 402, 404, 408, 413 and 429 whose body is a moderation
+record, names content, safety or policy, or is an HTML page (a WAF), and every 451, is flagged
+``content_refusal`` (:func:`content_refusal`): it ends the route for this run only and memory
+never keeps it (an HTML 403 is still ``auth_failed``, so a gateway's key check decides whether
+the whole account is out this run).
 
 A mid-stream error (an SSE ``error`` event, or ``finish_reason: "error"`` with an error object)
 carrying a code is classified by the same table: 429 is ``rate_limited`` and 5xx/408
@@ -73,7 +80,7 @@ from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
-__all__ = ["chat_call", "classify_http_error", "key_check"]
+__all__ = ["chat_call", "classify_http_error", "content_refusal", "key_check"]
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200
@@ -166,20 +173,26 @@ def classify_http_error(
     """Classify a non-2xx reply from its status, headers and (possibly partial) body.
 
     Pure: no I/O, no clock unless ``now`` is omitted (then only for HTTP-date/epoch
-    ``Retry-After`` forms). Timing fields are left for the caller to fill in.
+    ``Retry-After`` forms). Timing fields are left for the caller to fill in. A refusal of the
+    request's content (:func:`content_refusal`) is flagged ``content_refusal``.
     """
     text = body.decode("utf-8", "replace") if isinstance(body, bytes) else body
     payload = error_payload(_loads(text))
     message = _error_message(payload, text)
     detail = _short(f"HTTP {status}: {message}" if message else f"HTTP {status}")
     metadata = _error_metadata(payload)
+    moderated = "reasons" in metadata or "flagged_input" in metadata
+    html = _is_html(headers, text)
+    refusal = content_refusal(status, headers, text, payload, message)
     hint = None
 
     if status in (401, 403):
-        if status == 403 and ("reasons" in metadata or "flagged_input" in metadata):
-            kind = OutcomeKind.BAD_REQUEST
-            detail = _short(f"HTTP 403 moderation: {message}")
+        if status == 403 and refusal and not html:
+            kind = OutcomeKind.BAD_REQUEST  # moderation, or a body naming content/safety/policy
         else:
+            # An HTML 403 stays an auth failure for this run: it condemns the account only once
+            # GET /models refuses the key too (routing.board.account_wide); otherwise it ends
+            # this route for this run, a refusal of this request's content.
             kind = OutcomeKind.AUTH_FAILED
     elif status == 402:
         kind = OutcomeKind.PAYMENT_REQUIRED
@@ -196,8 +209,9 @@ def classify_http_error(
         error = payload.get("error") if isinstance(payload, dict) else None
         code = error.get("code") if isinstance(error, dict) else None
         about_context = _CONTEXT_RE.search(f"{message} {code if isinstance(code, str) else ''}")
-        if status in (400, 422) and about_context:
+        if status in (400, 422) and about_context and not moderated:
             kind = OutcomeKind.CONTEXT_TOO_LONG
+            refusal = False  # "reduce the length of the content": a size, not a refusal
         else:
             kind = OutcomeKind.BAD_REQUEST
     else:
@@ -206,7 +220,67 @@ def classify_http_error(
         detail = _short(
             f"HTTP {status}: unexpected status" + (f" -> {location}" if location else "")
         )
-    return _hinted(Outcome(kind=kind, http_status=status, detail=detail), hint, now)
+    if refusal:
+        what = " (an HTML page: a gateway or WAF)" if html else " (moderation)" if moderated else ""
+        shown = _html_title(text) if html else message
+        detail = _short(f"HTTP {status} refused the content{what}: {shown}")
+    outcome = Outcome(kind=kind, http_status=status, detail=detail, content_refusal=refusal)
+    return _hinted(outcome, hint, now)
+
+
+#: Statuses that say something about the route or the key whatever the body says: the key
+#: refused (401), payment (402), an unknown model (404, even "No endpoints found matching your
+#: data policy"), a provider timeout (408), a size limit (413), a rate limit (429).
+_ROUTE_FACTS = frozenset({401, 402, 404, 408, 413, 429})
+#: A 4xx message or code naming the request's content, safety or policy.
+_CONTENT_RE = re.compile(
+    r"\bcontent\b(?![ _-]?(?:type|length|encoding)\b)|safety|\bunsafe\b|polic(?:y|ies)|moderat"
+    r"|flagged|guardrail|harmful|inappropriate|prohibited|violat|responsible[ _-]?ai|jailbreak"
+    r"|prompt[ _-]?(?:shield|attack|injection)|filtered",
+    re.IGNORECASE,
+)
+_HTML_RE = re.compile(r"\s*(?:<!doctype\s+html|<html|<head|<body|<title)", re.IGNORECASE)
+_TITLE_RE = re.compile(r"<title[^>]*>([^<]{1,200})", re.IGNORECASE)
+
+
+def content_refusal(
+    status: int, headers: Mapping[str, str], text: str, payload: Any, message: str
+) -> bool:
+    """Whether a 4xx reply refuses this request's *content* rather than the route or the key.
+
+    True for 451; for any other 4xx but the route facts (401, 402, 404, 408, 413, 429): an
+    OpenRouter moderation body (``error.metadata.reasons`` / ``flagged_input``), a message,
+    error code or type naming content, safety or policy (a content filter, a guardrail), or an
+    HTML page where the provider's JSON error was due (a gateway's or CDN's web application
+    firewall, which blocks on what the diff holds). Such a refusal ends the route for this run
+    only: memory never marks the route or its account dead for it
+    (:mod:`relay_review.state.routes`).
+    """
+    if not 400 <= status <= 499 or status in _ROUTE_FACTS:
+        return False
+    if status == 451:
+        return True
+    metadata = _error_metadata(payload)
+    if "reasons" in metadata or "flagged_input" in metadata or _is_html(headers, text):
+        return True
+    error = payload.get("error") if isinstance(payload, dict) else None
+    fields = (error.get("code"), error.get("type")) if isinstance(error, dict) else ()
+    named = " ".join([message, *(f for f in fields if isinstance(f, str))])
+    return bool(_CONTENT_RE.search(named))
+
+
+def _is_html(headers: Mapping[str, str], text: str) -> bool:
+    """An HTML page (by its content type or its first tag) where a JSON error was due."""
+    ctype = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    mime = ctype.partition(";")[0].strip().lower()
+    return mime in ("text/html", "application/xhtml+xml") or bool(_HTML_RE.match(text))
+
+
+def _html_title(text: str) -> str:
+    """An HTML page's ``<title>`` (the rest of a WAF page is noise), else "an HTML page"."""
+    m = _TITLE_RE.search(text, 0, 4096)  # a title sits at the top; a hostile page is not scanned
+    title = m.group(1).strip() if m else ""
+    return title or "an HTML page"
 
 
 def _hinted(outcome: Outcome, hint: Any, now: datetime | None) -> Outcome:
@@ -520,6 +594,7 @@ class _Call:
             daily_quota=base.daily_quota,
             quota_exhausted=base.quota_exhausted,
             reset_at=base.reset_at,
+            content_refusal=base.content_refusal,
             detail=_short(detail, DETAIL_MAX + 30),
         )
 

@@ -34,8 +34,10 @@ def decide(verified: Iterable[Finding], *, allow_approve: bool = True) -> Decisi
 def partial_note(left_out: int, listed: int, unlisted: int = 0, dropped: int = 0) -> str:
     """Why a served review is partial (``""`` when it is whole): ``left_out`` of ``listed`` files
     change content no model was shown, ``unlisted`` files are beyond the files GitHub lists, and
-    ``dropped`` findings cite shown changed lines but could not be verified. Any of them keeps
-    the decision from ``approve``."""
+    ``dropped`` findings cite shown changed lines but could not be verified (their quote names a
+    changed line, or is an excerpt of any length of the exact line they cite:
+    :func:`relay_review.review.verdict.points_at_shown_code`). Any of them keeps the decision
+    from ``approve``."""
     parts: list[str] = []
     if left_out or unlisted:
         text = (

@@ -24,6 +24,7 @@ from typing import Any, Literal, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
+from relay_review._text import find_invisible
 from relay_review.errors import RelayReviewError
 from relay_review.review.chunks import show_path
 from relay_review.review.diff import DiffIndex, Side, scrub_text
@@ -394,19 +395,37 @@ def citation_problem(finding: Finding, index: DiffIndex) -> str | None:
     return None
 
 
+def excerpt_of(quote: str, line_text: str) -> bool:
+    """Whether ``quote`` is one contiguous piece of ``line_text``, of any length (whitespace
+    ignored, a copied leading diff marker tolerated). An empty quote is no excerpt.
+
+    Too weak to *verify* a finding on a short line (one character is in most lines), but
+    enough, at the exact location a finding cites, to say it is about that shown line."""
+    q = squash(quote)
+    t = squash(line_text)
+    if not q or not t:
+        return False
+    return q in t or _QUOTE_PREFIX.sub("", q, count=1) in t
+
+
 def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
     """Whether a rejected finding is still about changed code the model was shown: its citation
-    holds (it was dropped only by the per-reply cap) or its quote identifies a changed line of
-    ``index`` (only its path, side or number is off). A review that drops such a finding never
-    approves; an invented quote (a hallucination) does not count."""
+    holds (it was dropped only by the per-reply cap); its path, line and side name a shown
+    changed line and its quote is an excerpt of that line (:func:`excerpt_of`: any length, as
+    the code part of ``    return a / b  # divisor checked by caller``); or its quote identifies
+    another changed line of ``index`` (only its path, side or number is off). A review that
+    drops such a finding never approves and is never cached as clean; an invented quote (a
+    hallucination) or an empty one does not count."""
     if citation_problem(finding, index) is None:
         return True
     if not squash(finding.quote):
         return False
+    cited = index.line(finding.path, finding.line, finding.side)
+    if cited is not None and excerpt_of(finding.quote, cited):
+        return True
     return any(quote_matches(finding.quote, text) for *_, text in index.locations())
 
 
-_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f\x85\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 _RENDERED_LINE = re.compile(r"^(?:[RLC] \d+ [+ -] |[+-] )")
 
 
@@ -423,8 +442,10 @@ def suggestion_problem(finding: Finding, index: DiffIndex) -> str | None:
 
     It must replace RIGHT lines only, ``line`` .. ``end_line`` (at most
     ``MAX_SUGGESTION_LINES``), each one an added line shown in ``index``; be code to commit (no
-    control or bidirectional characters, no Markdown fence, not the diff's rendered lines); at
-    most ``MAX_SUGGESTION_CHARS``; and change something.
+    invisible or format character of :func:`relay_review._text.invisible_class`: controls,
+    bidirectional controls, zero-width characters, tags, variation selectors, Hangul fillers,
+    any ``Cf``; no Markdown fence, not the diff's rendered lines); at most
+    ``MAX_SUGGESTION_CHARS``; and change something.
     """
     text = finding.suggestion
     if text is None:
@@ -443,8 +464,9 @@ def suggestion_problem(finding: Finding, index: DiffIndex) -> str | None:
         return f"lines {_nums(missing[:5])} are not added lines shown in the diff"
     if len(text) > MAX_SUGGESTION_CHARS:
         return f"longer than {MAX_SUGGESTION_CHARS} characters"
-    if _CONTROL.search(text):
-        return "holds control or bidirectional characters"
+    if (hidden := find_invisible(text)) is not None:
+        ch, name = hidden
+        return f"holds an invisible or format character: U+{ord(ch):04X} ({name})"
     lines = suggestion_lines(text)
     if any(ln.lstrip().startswith("```") for ln in lines):
         return "holds a Markdown fence"

@@ -104,8 +104,9 @@ async def account_consequences(
     the whole account (a gateway's only once its key is confirmed bad); a spent quota takes the
     account's free routes out. Probing rejects, serving takes out: the caller says which."""
     if outcome.kind in ACCOUNT_WIDE:
-        why = await account_wide(board, run, entry)
+        why = await account_wide(board, run, entry, confirm=outcome.content_refusal)
         if why is not None:
+            board.condemned.add(entry.account)
             condemn(entry.account, account_out_detail(entry.account, outcome, why))
     elif quota_spent(outcome, run.clock(), run.deadline_at):
         board.take_out_free_routes(
@@ -175,6 +176,9 @@ class RouteBoard:
         self.proven: set[str] = set()
         #: account -> its one key check this run (gateways; see :func:`account_wide`)
         self.key_checks: dict[str, asyncio.Task[bool | None]] = {}
+        #: Accounts an auth or payment failure took out this run (:func:`account_consequences`):
+        #: the only accounts memory may remember as dead.
+        self.condemned: set[str] = set()
         #: The last outcome each route gave this run (probe or attempt): what memory keeps.
         self.outcomes: dict[str, Outcome] = {}
         #: Routes a past run proved, served first and unprobed (see :meth:`recall`).
@@ -304,15 +308,18 @@ def quota_detail(account: str, outcome: Outcome) -> str:
     return f"account {account}: {what}{reset}"
 
 
-async def account_wide(board: RouteBoard, run: RunContext, entry: CatalogEntry) -> str | None:
+async def account_wide(
+    board: RouteBoard, run: RunContext, entry: CatalogEntry, *, confirm: bool = False
+) -> str | None:
     """After an auth or payment failure on ``entry``: why the whole account is out (``""`` for a
     direct provider: the failure itself says it), or None when only this route is.
 
-    Direct providers: always the account. Gateways (``openai_compatible``): only when one
-    authenticated ``GET {base_url}/models`` refuses the key (401/403), checked at most once per
-    account per run, within the run deadline and the connect/first-byte bounds.
+    Direct providers: always the account, unless ``confirm`` (the failure may be a refusal of the
+    content, e.g. a WAF's HTML 403). Gateways (``openai_compatible``) and ``confirm``: only when
+    one authenticated ``GET {base_url}/models`` refuses the key (401/403), checked at most once
+    per account per run, within the run deadline and the connect/first-byte bounds.
     """
-    if not is_gateway(entry.route.provider):
+    if not is_gateway(entry.route.provider) and not confirm:
         return ""
     if run.key_check is None or not entry.route.base_url:
         return None

@@ -4,6 +4,14 @@
 readiness row says what was remembered and when (``remembered: not_found, 3 min ago``); a route
 proven recently is served first with no probe. :func:`remember` (after routing): each route's
 last outcome this run becomes its memo (:func:`classify`), the others keep theirs while fresh.
+
+Only facts about a route are remembered: an unknown model (404), a bad request the route
+refuses, a key the provider itself refused or an account out of credits (account-wide only when
+this run took the account out: :attr:`~relay_review.routing.board.RouteBoard.condemned`), a rate
+limit or daily quota until its reset, a timeout's or server error's cooldown. A refusal of this
+run's *content* (``Outcome.content_refusal``: a content filter, moderation, a safety or policy
+message, a WAF page) ended the route for this run only; it never writes a memo, so one pull
+request cannot deny review to the next one (for ``[memory] dead``, org-wide with Redis).
 """
 
 from __future__ import annotations
@@ -94,6 +102,8 @@ def classify(
     kind = outcome.kind
     if served:
         return RouteMemo(state="proven", outcome="ok", at=now, until=now + policy.proven)
+    if outcome.content_refusal:
+        return None  # about this run's input, not the route
     if kind in DEAD or kind in ACCOUNT_WIDE:
         return RouteMemo(state="dead", outcome=kind.value, at=now, until=now + policy.dead)
     if kind is OutcomeKind.RATE_LIMITED:
@@ -122,10 +132,22 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
         if outcome is None:
             continue
         served = e.agent_id in board.proven and e.agent_id not in board.out and outcome.ok
+        if outcome.content_refusal and not served:
+            # Says nothing of the route: what was known of it stands (proven if it served
+            # earlier this run); only a key the listing refused this run condemns the account.
+            if outcome.kind in ACCOUNT_WIDE and e.account in board.condemned:
+                accounts[e.account] = RouteMemo(
+                    state="dead", outcome=outcome.kind.value, at=now, until=now + policy.dead
+                )
+            if e.agent_id in board.proven:
+                routes[e.agent_id] = RouteMemo(
+                    state="proven", outcome="ok", at=now, until=now + policy.proven
+                )
+            continue
         memo = classify(
             outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
         )
-        if outcome.kind in ACCOUNT_WIDE and memo is not None:
+        if outcome.kind in ACCOUNT_WIDE and memo is not None and e.account in board.condemned:
             accounts[e.account] = memo
         if memo is None:
             routes.pop(e.agent_id, None)

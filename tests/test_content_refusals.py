@@ -1,0 +1,272 @@
+"""Issue 20, part 3: a refusal of the content ends a route for this run only; memory keeps
+facts about routes (an unknown model, a key the provider refused, a quota, a cooldown), never a
+content filter's, a moderation's or a WAF's answer to one pull request."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from relay_review.drill import FaultFleet
+from relay_review.drill.review import drill_reply
+from relay_review.drill.script import TRIGGER
+from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+from relay_review.providers.chat import classify_http_error
+from relay_review.routing.board import RouteBoard
+from relay_review.settings import MemoryPolicy
+from relay_review.state.memory import Memory, RouteMemo
+from relay_review.state.routes import classify, recall, remember
+
+NOW = 1_800_000_000.0
+POLICY = MemoryPolicy()
+JSON = {"content-type": "application/json"}
+WAF_PAGE = (
+    "<!DOCTYPE html>\n<html><head><title>403 Forbidden</title></head><body><h1>Access denied"
+    "</h1><p>Request blocked by the web application firewall. Ray ID: 8c1f</p></body></html>"
+)
+MODERATION = {
+    "error": {
+        "code": 403,
+        "message": "meta-llama/llama-guard requires moderation on OpenAI. Your input was flagged.",
+        "metadata": {
+            "reasons": ["violence"],
+            "flagged_input": "...kill the process...",
+            "provider_name": "OpenAI",
+            "model_slug": "openai/gpt-4o",
+        },
+    }
+}
+
+
+def body(message: str, code: object = None, **error: object) -> str:
+    return json.dumps({"error": {"code": code, "message": message, **error}})
+
+
+# --- classification (providers/chat.py) --------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("status", "headers", "text", "kind"),
+    [
+        (400, JSON, body("content filter: the prompt was filtered", 400), "bad_request"),
+        (  # Azure OpenAI's shape
+            400,
+            JSON,
+            body(
+                "The response was filtered due to the prompt triggering Azure OpenAI's content"
+                " management policy.",
+                "content_filter",
+            ),
+            "bad_request",
+        ),
+        (403, JSON, json.dumps(MODERATION), "bad_request"),
+        (403, JSON, body("This request violates our usage policy", 403), "bad_request"),
+        (422, JSON, body("Blocked by safety settings", "SAFETY"), "bad_request"),
+        (400, JSON, body("Request rejected by guardrail", 400), "bad_request"),
+        (451, JSON, body("Unavailable for legal reasons", 451), "bad_request"),
+        (403, {"content-type": "text/html"}, WAF_PAGE, "auth_failed"),  # key check decides
+        (403, {"Content-Type": "text/html; charset=utf-8"}, WAF_PAGE, "auth_failed"),
+        (403, {}, WAF_PAGE, "auth_failed"),  # no content type: the page itself says HTML
+        (400, {"content-type": "text/html"}, "<html><body>Bad</body></html>", "bad_request"),
+    ],
+)
+def test_a_refusal_of_the_content_is_flagged(
+    status: int, headers: dict, text: str, kind: str
+) -> None:
+    out = classify_http_error(status, headers, text.encode())
+    assert out.content_refusal and out.kind.value == kind
+    assert "refused the content" in out.detail and len(out.detail) <= 200
+
+
+def test_the_waf_page_is_shown_by_its_title_and_moderation_named() -> None:
+    waf = classify_http_error(403, {"content-type": "text/html"}, WAF_PAGE)
+    assert "HTML page" in waf.detail and "403 Forbidden" in waf.detail and "<" not in waf.detail
+    mod = classify_http_error(403, JSON, json.dumps(MODERATION))
+    assert "moderation" in mod.detail and "flagged" in mod.detail
+
+
+@pytest.mark.parametrize(
+    ("status", "text", "kind"),
+    [
+        (404, body("No endpoints found matching your data policy", 404), "not_found"),
+        (401, body("No auth credentials found", 401), "auth_failed"),
+        (401, WAF_PAGE, "auth_failed"),  # 401 refuses the key, whatever the page
+        (403, body("Forbidden", 403), "auth_failed"),  # a provider's own key refusal
+        (403, json.dumps({"status": 403, "detail": "Authorization failed"}), "auth_failed"),
+        (402, body("Insufficient credits; see our refund policy", 402), "payment_required"),
+        (400, body("Invalid request: unsupported parameter", 400), "bad_request"),
+        (400, body("Content-Type must be application/json", 400), "bad_request"),
+        (400, body("This model's maximum context length is 8192 tokens", 400), "context_too_long"),
+        (429, body("Rate limit exceeded: free-models-per-day", 429), "rate_limited"),
+        (413, body("content too large", 413), "context_too_long"),
+        (500, body("content filter service down", 500), "server_error"),
+    ],
+)
+def test_facts_about_the_route_are_no_content_refusal(status: int, text: str, kind: str) -> None:
+    out = classify_http_error(status, JSON, text)
+    assert not out.content_refusal and out.kind.value == kind
+
+
+# --- memory (state/routes.py) ------------------------------------------------------------------
+
+
+def entry(account: str, model: str, provider: str = "openai_compatible") -> CatalogEntry:
+    route = Route(
+        index=0,
+        account=account,
+        provider=provider,
+        model=model,
+        agent_id=f"{account}/{model}",
+        api_key_env=f"{account.upper()}_KEY",
+    )
+    return CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)
+
+
+def test_classify_never_makes_a_memo_of_a_content_refusal() -> None:
+    for status, headers, text in (
+        (400, JSON, body("content filter", 400)),
+        (403, JSON, json.dumps(MODERATION)),
+        (403, {"content-type": "text/html"}, WAF_PAGE),
+    ):
+        out = classify_http_error(status, headers, text)
+        assert classify(out, served=False, now=NOW, policy=POLICY) is None
+    plain = Outcome(kind=OutcomeKind.BAD_REQUEST, http_status=400)
+    assert classify(plain, served=False, now=NOW, policy=POLICY).state == "dead"  # type: ignore[union-attr]
+
+
+def test_remember_skips_content_refusals_and_keeps_what_was_known() -> None:
+    entries = [entry("gw", "filter"), entry("gw", "waf"), entry("or", "mod", "openrouter")]
+    entries += [entry("or", "other", "openrouter"), entry("gw", "served")]
+    board = RouteBoard(entries)
+    board.note("gw/filter", classify_http_error(400, JSON, body("content filter", 400)))
+    board.note("gw/waf", classify_http_error(403, {"content-type": "text/html"}, WAF_PAGE))
+    board.note("or/mod", classify_http_error(403, JSON, json.dumps(MODERATION)))
+    # served a chunk earlier this run, then refused the next one's content
+    board.proven.add("gw/served")
+    board.out.add("gw/served")
+    board.note("gw/served", classify_http_error(400, JSON, body("content filter", 400)))
+    before = Memory(
+        routes={"gw/filter": RouteMemo(state="proven", outcome="ok", at=NOW - 60, until=NOW + 600)}
+    )
+    memory = remember(before, board, NOW, POLICY)
+    assert memory.accounts == {}  # no account is dead: neither the gateway's nor OpenRouter's
+    assert memory.routes["gw/filter"] == before.routes["gw/filter"]  # what was known stands
+    assert memory.routes["gw/served"].state == "proven"
+    assert "gw/waf" not in memory.routes and "or/mod" not in memory.routes
+    fresh = RouteBoard(entries)
+    recall(fresh, memory, NOW + 1)
+    assert fresh.out == set()  # the next run may use every route
+
+
+def test_a_waf_403_whose_key_the_listing_refused_is_a_key_fact() -> None:
+    entries = [entry("gw", "waf"), entry("gw", "other")]
+    board = RouteBoard(entries)
+    board.note("gw/waf", classify_http_error(403, {"content-type": "text/html"}, WAF_PAGE))
+    board.condemned.add("gw")  # GET /models refused the key this run
+    memory = remember(Memory(), board, NOW, POLICY)
+    assert memory.accounts["gw"].state == "dead" and memory.accounts["gw"].outcome == "auth_failed"
+    assert "gw/waf" not in memory.routes
+
+
+def test_an_auth_failure_the_run_did_not_condemn_the_account_for_is_not_account_wide() -> None:
+    """A gateway's 401 for one model while GET /models accepted the key: the route is dead, the
+    account is not (before, memory condemned the account whatever the key check said)."""
+    board = RouteBoard([entry("gw", "a"), entry("gw", "b")])
+    board.note("gw/a", Outcome(kind=OutcomeKind.AUTH_FAILED, http_status=401))
+    memory = remember(Memory(), board, NOW, POLICY)
+    assert memory.accounts == {} and memory.routes["gw/a"].state == "dead"
+
+
+# --- through the CLI: run 1 refused on a trigger, run 2 on a clean diff uses the routes --------
+
+KEY = "sk-refusal-test-0123456789abcdef"
+ROUTES = [  # (account, provider, model, script)
+    ("gw", "openai_compatible", "vendor/filter", "400@filter,trigger"),
+    ("gw", "openai_compatible", "vendor/waf", "403@waf,trigger"),
+    ("orx", "openrouter", "vendor/moderated", "403@moderation,trigger"),
+    ("orx", "openrouter", "vendor/waf", "403@waf,trigger"),
+]
+
+
+def diff(line: str) -> str:
+    return (
+        "diff --git a/app/run.py b/app/run.py\n--- a/app/run.py\n+++ b/app/run.py\n"
+        f"@@ -1,2 +1,3 @@\n import os\n+{line}\n tail = 2\n"
+    )
+
+
+@pytest.mark.integration
+def test_refusals_of_one_diff_do_not_deny_the_next_run(tmp_path: Path) -> None:
+    accounts: dict[str, dict] = {}
+    for account, _, model, script in ROUTES:
+        accounts.setdefault(account, {"models": {}, "api_key": KEY})["models"][model] = script
+    with FaultFleet(accounts, reply=drill_reply) as fleet:
+        report = [
+            {
+                "account": account,
+                "provider": provider,
+                "model": model,
+                "base_url": fleet.base_url(account),
+                "api_key_env": "REFUSAL_TEST_KEY",
+                "prompt_price_per_1k": 0.0,
+                "completion_price_per_1k": 0.0,
+            }
+            for account, provider, model, _ in ROUTES
+        ]
+        discovery = tmp_path / "discovery.json"
+        discovery.write_text(json.dumps({"routes": report}))
+        state = tmp_path / "state.json"
+        args = [sys.executable, "-m", "relay_review", "review", "--diff", "-"]
+        args += ["--discovery", str(discovery), "--state", f"file:{state}"]  # default policy
+
+        def run(text: str) -> tuple[subprocess.CompletedProcess, dict, dict[str, list]]:
+            start = len(fleet.requests)
+            proc = subprocess.run(
+                args,
+                input=text,
+                capture_output=True,
+                text=True,
+                timeout=120,
+                cwd=tmp_path,  # no ./.github/relay-review.toml: built-in settings
+                env={**os.environ, "REFUSAL_TEST_KEY": KEY},
+                check=False,
+            )
+            calls: dict[str, list] = {}
+            for r in fleet.requests[start:]:
+                if r.is_chat:
+                    calls.setdefault(f"{r.account}/{r.model}", []).append(r)
+            return proc, json.loads(proc.stdout), calls
+
+        proc1, one, calls1 = run(diff(f"os.system('{TRIGGER}')"))
+        assert proc1.returncode == 1, proc1.stderr  # every route refused this diff's content
+        assert one["decision"] == "unavailable"
+        refused = [a for a in one["attempts"] if a["purpose"] != "probe"]
+        assert {a["agent_id"] for a in refused} == {f"{acc}/{m}" for acc, _, m, _ in ROUTES}
+        assert {a["http_status"] for a in refused} == {400, 403}
+        for agent_id in calls1:  # each route got the trigger text, and refused it
+            assert any(TRIGGER in json.dumps(r.body) for r in calls1[agent_id])
+        stored = json.loads(state.read_text())
+        assert stored.get("accounts", {}) == {}
+        assert all(m["state"] != "dead" for m in stored.get("routes", {}).values()), stored
+
+        proc2, two, calls2 = run(diff("print('hello')"))
+        assert proc2.returncode == 0, proc2.stderr
+        assert two["decision"] != "unavailable"
+        assert set(calls2) == {f"{acc}/{m}" for acc, _, m, _ in ROUTES}  # requests reach them
+        for row in two["readiness"]:
+            assert "remembered" not in row["detail"], row
+
+
+def test_the_fleet_scripts_refusals_on_a_trigger() -> None:
+    from relay_review.drill.script import parse_script
+
+    (step,) = parse_script("403@waf,trigger")
+    assert (step.status, step.refusal, step.only_if) == (403, "waf", TRIGGER)
+    assert parse_script("400@filter")[0].only_if is None
+    with pytest.raises(ValueError, match="unknown flag"):
+        parse_script("400@content")
