@@ -151,3 +151,35 @@ def test_an_excerpt_finding_never_approves_and_is_not_cached(tmp_path: Path) -> 
         assert report["unverified"] and "could not be verified" in report["partial"]
         assert requests >= 1  # not cached as clean: the second run asks the model again
     assert runs[1][0]["memory"]["reused_chunks"] == 0
+
+
+KEY_LINE = 'API_KEY = "sk-or-v1-0123456789abcdef0123456789abcdef"  # committed by mistake'
+KEY_PATCH = f"@@ -1,1 +1,2 @@\n import os\n+{KEY_LINE}\n"
+
+
+@pytest.mark.parametrize(
+    "quote",
+    [
+        'API_KEY = "***"  # committed by mistake',  # the reply quoted the key: scrubbed to ***
+        'API_KEY = "***"',
+        "***",
+    ],
+)
+def test_a_quote_of_a_scrubbed_secret_points_at_shown_code(quote: str) -> None:
+    """A model that flags a committed key quotes it; the run scrubs its own secrets from the
+    reply before parsing, so the quote no longer equals the line. It must still block approve."""
+    idx = DiffIndex.from_api_files(
+        [{"filename": "cfg.py", "status": "modified", "patch": KEY_PATCH}]
+    )
+    f = Finding(path="cfg.py", line=2, side="RIGHT", quote=quote, severity="high", message="key")
+    assert points_at_shown_code(f, idx)
+
+
+def test_a_scrubbed_quote_of_other_text_does_not_point_at_the_line() -> None:
+    idx = DiffIndex.from_api_files(
+        [{"filename": "cfg.py", "status": "modified", "patch": KEY_PATCH}]
+    )
+    f = Finding(
+        path="cfg.py", line=2, side="RIGHT", quote='TOKEN = "***"', severity="high", message="k"
+    )
+    assert not points_at_shown_code(f, idx)

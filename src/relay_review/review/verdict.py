@@ -26,6 +26,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from relay_review._text import find_invisible
 from relay_review.errors import RelayReviewError
+from relay_review.redact import REPLACEMENT
 from relay_review.review.chunks import show_path
 from relay_review.review.diff import DiffIndex, Side, scrub_text
 
@@ -397,7 +398,10 @@ def citation_problem(finding: Finding, index: DiffIndex) -> str | None:
 
 def excerpt_of(quote: str, line_text: str) -> bool:
     """Whether ``quote`` is one contiguous piece of ``line_text``, of any length (whitespace
-    ignored, a copied leading diff marker tolerated). An empty quote is no excerpt.
+    ignored, a copied leading diff marker tolerated). An empty quote is no excerpt. A quote
+    holding the redaction mark (a secret the reply quoted, scrubbed before parsing) is an
+    excerpt when its other pieces occur in the line in order: a finding about a committed key
+    must block approve like any other.
 
     Too weak to *verify* a finding on a short line (one character is in most lines), but
     enough, at the exact location a finding cites, to say it is about that shown line."""
@@ -405,6 +409,9 @@ def excerpt_of(quote: str, line_text: str) -> bool:
     t = squash(line_text)
     if not q or not t:
         return False
+    if REPLACEMENT in q:  # the reply quoted a secret of the run, scrubbed before parsing
+        pieces = [p for p in _QUOTE_PREFIX.sub("", q, count=1).split(REPLACEMENT) if p]
+        return not pieces or _in_order(pieces, t)
     return q in t or _QUOTE_PREFIX.sub("", q, count=1) in t
 
 
