@@ -35,6 +35,11 @@ from relay_review.routing.budget import AccountBudgets
 if TYPE_CHECKING:
     import httpx
 
+#: Shortest hold of a budget-refused route (a refusal whose wait rounds to 0 never spins).
+MIN_HOLD_S = 0.05
+#: A hold moved by less than this is the same deferral (no second note in the attempt log).
+HOLD_SLACK_S = 1.0
+
 #: Outcomes that condemn every route of the account, not just the one that saw them.
 ACCOUNT_WIDE = frozenset({OutcomeKind.AUTH_FAILED, OutcomeKind.PAYMENT_REQUIRED})
 
@@ -159,7 +164,8 @@ class RouteBoard:
     Readiness (from probes): ``probes`` (one record per route), ``in_flight`` (probes not yet
     answered), ``finished`` (preflight is over). Outcomes (from serving): ``out`` (failed this
     run, never tried again), ``busy`` (serving a request right now), ``proven`` (served a reply
-    this run, so it counts as ready whatever preflight said).
+    this run, so it counts as ready whatever preflight said), ``held`` (its account's budget
+    refused a request: not picked again before the window frees, whatever else it is).
     """
 
     def __init__(self, entries: Sequence[CatalogEntry]) -> None:
@@ -179,6 +185,8 @@ class RouteBoard:
         self.outcomes: dict[str, Outcome] = {}
         #: Routes a past run proved, served first and unprobed (see :meth:`recall`).
         self.recalled_proven: set[str] = set()
+        #: route -> when (on the run's clock) its account's budget frees (see :meth:`hold`)
+        self.held: dict[str, float] = {}
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -212,9 +220,25 @@ class RouteBoard:
 
     # ---- outcomes -----------------------------------------------------------------------------
 
-    def good(self, agent_id: str) -> bool:
-        """Worth serving on now: it served this run, or its probe said ready."""
+    def good(self, agent_id: str, now: float | None = None) -> bool:
+        """Worth serving on now: it served this run, or its probe said ready, and (given
+        ``now``) its account's budget is not holding it back."""
+        if now is not None and self.is_held(agent_id, now):
+            return False
         return agent_id in self.proven or self.status(agent_id) is Readiness.READY
+
+    def hold(self, agent_id: str, until: float) -> bool:
+        """The account's budget refused a request on ``agent_id``: hold the route until
+        ``until`` (its window frees). True when it was not held already (a new deferral, the
+        one the attempt log notes); False when the hold only moved."""
+        before = self.held.get(agent_id)
+        self.held[agent_id] = max(until, before or until)
+        self._changed.set()
+        return before is None or before < until - HOLD_SLACK_S
+
+    def is_held(self, agent_id: str, now: float) -> bool:
+        """Whether the account's budget still holds ``agent_id`` back at ``now``."""
+        return self.held.get(agent_id, now) > now
 
     def available(self) -> list[CatalogEntry]:
         """Routes neither out nor busy, in catalog order."""
@@ -266,9 +290,13 @@ class RouteBoard:
         """Routes memory said nothing about (the ones preflight may probe), in catalog order."""
         return [e for e in self.entries if e.agent_id not in self.out | self.recalled_proven]
 
-    def recalled_left(self) -> bool:
-        """Whether a route a past run proved is still in play (preflight waits while it is)."""
-        return any(a not in self.out for a in self.recalled_proven)
+    def recalled_left(self, now: float | None = None) -> bool:
+        """Whether a route a past run proved is still in play (preflight waits while it is);
+        one its account's budget holds back (given ``now``) is not: other routes are needed."""
+        return any(
+            a not in self.out and (now is None or not self.is_held(a, now))
+            for a in self.recalled_proven
+        )
 
     # ---- the change signal --------------------------------------------------------------------
 

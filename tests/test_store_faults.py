@@ -1,0 +1,157 @@
+"""Faults of the shared store never fail a run (issue 19): a real redis-server closed from the
+start, killed mid-run, stopped (SIGSTOP) mid-run, restarted empty mid-run, or slow (a delaying
+TCP proxy in front: 0.3-2 s per reply).
+
+Each fault is tried through the CLI (``relay-review drill``: the whole review over six routes,
+all six probed at once at the default policy) and through ``relay-review run`` (the action, four
+routes probed at once). Every run completes within its deadline with one warning naming the
+store and the cause, every route is still probed or served, and no task's exception is lost.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+import redis
+
+from action_harness import policy_toml, run_action, standard_fleet
+from delay_proxy import DelayProxy
+from github_mock import MockGitHub
+from redis_server import RedisServer
+
+pytestmark = pytest.mark.integration
+
+FAULTS = ["closed", "killed", "stopped", "restarted", "slow"]
+#: The drill's whole-run bound here (its other bounds are the defaults).
+DRILL_DEADLINE = 20.0
+#: The action's deadline (the harness's FAST policy).
+ACTION_DEADLINE = 20.0
+#: What a process adds to the run's own deadline on a loaded machine (start-up, comment).
+SLACK_S = 8.0
+
+
+def _closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _ledger_calls(client: redis.Redis) -> int:
+    stats = client.info("commandstats")
+    names = ("cmdstat_evalsha", "cmdstat_eval")
+    return sum(int(v["calls"]) for k, v in stats.items() if k in names)
+
+
+def _when_routing_starts(server: RedisServer, fault: Callable[[], None]) -> threading.Thread:
+    """Run ``fault`` once the run reserved its first request in the shared ledger (mid-run:
+    memory was read, probes are going out)."""
+    client = redis.Redis.from_url(server.url, socket_timeout=1)
+    before = _ledger_calls(client)
+
+    def watch() -> None:
+        end = time.monotonic() + 30
+        while time.monotonic() < end:
+            if _ledger_calls(client) > before:
+                break
+            time.sleep(0.005)
+        fault()
+        client.close()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    return thread
+
+
+@contextmanager
+def faulty_store(fault: str, workdir: Path) -> Iterator[tuple[str, str]]:
+    """``(state URL, the host:port the warning must name)`` with ``fault`` applied (mid-run
+    faults start once the run reaches the ledger)."""
+    if fault == "closed":
+        port = _closed_port()
+        yield f"redis://127.0.0.1:{port}/0", f"127.0.0.1:{port}"
+        return
+    server = RedisServer(workdir / "redis")
+    watcher = None
+    try:
+        where = f"127.0.0.1:{server.port}"
+        if fault == "slow":
+            with DelayProxy(("127.0.0.1", server.port)) as proxy:
+                yield proxy.url, f"127.0.0.1:{proxy.port}"
+            return
+        action = {"killed": server.kill, "stopped": server.pause, "restarted": server.restart}
+        watcher = _when_routing_starts(server, action[fault])
+        yield server.url, where
+    finally:
+        if watcher is not None:
+            watcher.join(timeout=30)
+        server.stop()
+
+
+def assert_one_store_warning(text: str, where: str) -> None:
+    assert "Task exception was never retrieved" not in text, text
+    assert "Traceback" not in text, text
+    warnings = [line for line in text.splitlines() if "WARNING" in line or "::warning" in line]
+    assert len(warnings) == 1, text
+    (line,) = warnings
+    assert where in line and "unavailable" in line, line
+    assert any(cause in line for cause in ("ConnectionError", "TimeoutError")), line
+
+
+# --------------------------------------------------------------------------- the CLI
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_drill_completes_with_one_warning(fault: str, tmp_path: Path) -> None:
+    with faulty_store(fault, tmp_path) as (url, where):
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+        start = time.monotonic()
+        command = [sys.executable, "-m", "relay_review", "drill", "--state", url]
+        proc = subprocess.run(
+            [*command, "--deadline", str(DRILL_DEADLINE), "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=DRILL_DEADLINE + 60,
+        )
+        wall = time.monotonic() - start
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    assert report["decision"] == "request_changes", report["why"]
+    assert report["elapsed_s"] <= DRILL_DEADLINE and wall <= DRILL_DEADLINE + SLACK_S
+    assert_one_store_warning(proc.stderr, where)
+    # all six routes probed at once (the default budget), none left unprobed
+    assert report["probes_sent"] == 6
+    assert all(r["status"] != "unprobed" for r in report["readiness"]), report["readiness"]
+    assert report["chunks"] and all(c["served_by"] for c in report["chunks"]), report["chunks"]
+
+
+# --------------------------------------------------------------------------- the action
+
+
+@pytest.mark.parametrize("fault", FAULTS)
+def test_action_run_completes_with_one_warning(
+    fault: str, tmp_path: Path, github_mock: MockGitHub
+) -> None:
+    with standard_fleet() as fleet, faulty_store(fault, tmp_path) as (url, where):
+        inputs = {"policy": policy_toml(fleet, "acme", "pair", "down", "leaky"), "state": url}
+        run = run_action(tmp_path / "run", github_mock, inputs, timeout=ACTION_DEADLINE + 60)
+        probes = [r for r in fleet.requests if r.is_chat and r.max_tokens == 16]
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.report is not None and run.report["served_by"] is not None
+    assert run.report["elapsed_s"] <= ACTION_DEADLINE
+    assert run.wall_s <= ACTION_DEADLINE + SLACK_S
+    assert_one_store_warning(run.stdout + run.stderr, where)
+    # four routes probed concurrently (the policy's budget), every route probed or served
+    assert run.report["probes_sent"] == 4 and len({r.account for r in probes}) == 4
+    assert all(r["status"] != "unprobed" for r in run.report["readiness"])
