@@ -203,8 +203,9 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             board.busy.discard(entry.agent_id)
             board.touch()
         if not outcome.sent:  # the account's budget held it back: not picked before it frees
-            wait = max(outcome.retry_after or 0.0, MIN_HOLD_S)
-            if board.hold(entry.agent_id, run.clock() + wait):
+            now = run.clock()
+            wait = min(max(outcome.retry_after or 0.0, MIN_HOLD_S), run.deadline_at - now)
+            if board.hold(entry.agent_id, now + wait):
                 result.attempts.append(attempt)  # one deferral note per route per window
             if not board.good(entry.agent_id):  # nothing proven of it: say why it waits
                 board.set(
