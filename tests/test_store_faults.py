@@ -6,11 +6,15 @@ Each fault is tried through the CLI (``relay-review drill``: the whole review ov
 all six probed at once at the default policy) and through ``relay-review run`` (the action, four
 routes probed at once). Every run completes within its deadline with one warning naming the
 store and the cause, every route is still probed or served, and no task's exception is lost.
+Scripted (no sockets): the ledger's swap under concurrent callers, and one probe's exception
+(any) kept to its route.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import socket
 import subprocess
@@ -20,6 +24,7 @@ import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis
@@ -28,8 +33,12 @@ from action_harness import policy_toml, run_action, standard_fleet
 from delay_proxy import DelayProxy
 from github_mock import MockGitHub
 from redis_server import RedisServer
-
-pytestmark = pytest.mark.integration
+from relay_review.models import Outcome, OutcomeKind
+from relay_review.routing.budget import AccountBudgets
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.session import RoutingSession
+from relay_review.settings import PreflightPolicy, ServingPolicy
+from relay_review.state.ledger import Budget, MemoryLedger, Reservation
 
 FAULTS = ["closed", "killed", "stopped", "restarted", "slow"]
 #: The drill's whole-run bound here (its other bounds are the defaults).
@@ -110,6 +119,7 @@ def assert_one_store_warning(text: str, where: str) -> None:
 # --------------------------------------------------------------------------- the CLI
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fault", FAULTS)
 def test_drill_completes_with_one_warning(fault: str, tmp_path: Path) -> None:
     with faulty_store(fault, tmp_path) as (url, where):
@@ -139,6 +149,7 @@ def test_drill_completes_with_one_warning(fault: str, tmp_path: Path) -> None:
 # --------------------------------------------------------------------------- the action
 
 
+@pytest.mark.integration
 @pytest.mark.parametrize("fault", FAULTS)
 def test_action_run_completes_with_one_warning(
     fault: str, tmp_path: Path, github_mock: MockGitHub
@@ -155,3 +166,112 @@ def test_action_run_completes_with_one_warning(
     # four routes probed concurrently (the policy's budget), every route probed or served
     assert run.report["probes_sent"] == 4 and len({r.account for r in probes}) == 4
     assert all(r["status"] != "unprobed" for r in run.report["readiness"])
+
+
+# --------------------------------------------------------------------------- scripted
+
+
+class FailingLedger:
+    """A shared ledger whose every call fails after ``delay`` (all concurrent callers see it)."""
+
+    def __init__(self, exc: Exception, delay: float = 0.05) -> None:
+        self.exc, self.delay = exc, delay
+        self.calls = 0
+        self.reports: list[BaseException] = []
+
+    async def reserve(self, account: str, budget: Budget) -> Reservation:
+        self.calls += 1
+        await asyncio.sleep(self.delay)
+        raise self.exc
+
+    async def close(self, account: str, seconds: float) -> None:
+        await self.reserve(account, Budget())
+
+    def report_failure(self, exc: BaseException) -> None:
+        self.reports.append(exc)
+
+
+def entries(*models: str) -> list[Any]:
+    raws = [
+        {
+            "account": f"acct{i}",
+            "provider": "openai_compatible",
+            "model": m,
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "K",
+            "prompt_price_per_1k": 0,
+            "completion_price_per_1k": 0,
+        }
+        for i, m in enumerate(models)
+    ]
+    return build_catalog(parse_discovery({"routes": raws}), limit=10).selected
+
+
+@pytest.mark.parametrize("exc", [ConnectionError("gone"), KeyError("x"), RuntimeError("bug")])
+async def test_every_concurrent_caller_goes_on_when_the_shared_ledger_fails(exc: Exception) -> None:
+    ledger = FailingLedger(exc)
+    budgets = AccountBudgets(ledger, {"acct0": Budget(rpm=3)})
+    (entry,) = entries("m")
+    answers = await asyncio.gather(*(budgets.admit(entry, 10.0) for _ in range(8)))
+    # the in-process ledger took over once, for all eight: three granted, five refused
+    assert isinstance(budgets.ledger, MemoryLedger) and ledger.calls == 8
+    assert len(ledger.reports) == 1 and ledger.reports[0] is exc
+    assert sum(a is None for a in answers) == 3
+    assert all(a is None or a.kind is OutcomeKind.RATE_LIMITED for a in answers)
+
+
+def ok() -> Outcome:
+    return Outcome(kind=OutcomeKind.OK, http_status=200, content="ready", finish_reason="stop")
+
+
+class OneBadLedger(MemoryLedger):
+    """The in-process ledger with a bug for one account (an exception outside the chat call)."""
+
+    async def reserve(self, account: str, budget: Budget) -> Reservation:
+        if account == "acct0":
+            raise ZeroDivisionError("a bug")
+        return await super().reserve(account, budget)
+
+
+@pytest.mark.parametrize("where", ["chat", "ledger", "key_check"])
+async def test_one_probe_exception_never_ends_preflight_for_the_others(
+    where: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    sent: list[str] = []
+
+    async def chat(_client: Any, *, model: str, **_: Any) -> Outcome:
+        sent.append(model)
+        if model == "boom" and where == "chat":
+            raise ZeroDivisionError("a bug")
+        if model == "boom" and where == "key_check":
+            return Outcome(kind=OutcomeKind.AUTH_FAILED, http_status=401)
+        await asyncio.sleep(0.05)
+        return ok()
+
+    async def key_check(_client: Any, **_: Any) -> bool | None:
+        raise ZeroDivisionError("a bug")  # after boom's 401: confirming its gateway key
+
+    budgets = AccountBudgets(OneBadLedger()) if where == "ledger" else None
+    session = RoutingSession(
+        entries("boom", "one", "two", "three"),
+        preflight=PreflightPolicy(probe_budget=6, probe_timeout=1),
+        serving=ServingPolicy(connect=1, first_byte=1, idle=1, attempt=2, deadline=5),
+        environ={"K": "secret"},
+        chat=chat,
+        key_check=key_check,
+        budgets=budgets,
+    )
+    async with session:
+        await session.wait_preflight()
+        result = await session.serve([{"role": "user", "content": "hi"}])
+    rows = {r["model"]: r for r in session.readiness()}
+    assert {rows[m]["status"] for m in ("one", "two", "three")} == {"ready"}
+    assert rows["boom"]["status"] == "rejected"
+    if where != "key_check":  # there the probe's own 401 says more
+        assert "ZeroDivisionError" in rows["boom"]["detail"]
+    assert result.served_by is not None and result.served_by.model == "one"
+    assert sorted(set(sent) - {"boom"}) == ["one", "three", "two"]
+    assert "never retrieved" not in caplog.text
+    warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
+    assert len(warnings) == 1 and "ZeroDivisionError" in warnings[0].getMessage()

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from relay_review.routing.budget import AccountBudgets
 
 if TYPE_CHECKING:
     import httpx
+
+log = logging.getLogger("relay_review.routing")
 
 #: Shortest hold of a budget-refused route (a refusal whose wait rounds to 0 never spins).
 MIN_HOLD_S = 0.05
@@ -120,12 +123,18 @@ async def account_consequences(
 
 async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
     """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
-    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`)."""
-    if run.budgets is not None:
-        refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
-        if refused is not None:
-            return refused
-    outcome = await run.chat(run.client, **request)
+    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
+    exception of the budget or the chat call (a bug: both return outcomes) is this route's
+    ``bad_reply``."""
+    try:
+        if run.budgets is not None:
+            refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
+            if refused is not None:
+                return refused
+        outcome = await run.chat(run.client, **request)
+    except Exception as exc:  # both return outcomes; a bug below fails this route only
+        log.warning("request on %s failed: %s", entry.agent_id, type(exc).__name__)
+        return Outcome(kind=OutcomeKind.BAD_REPLY, detail=f"request failed: {type(exc).__name__}")
     if run.budgets is not None:
         await run.budgets.learn(entry, outcome)
     return outcome
