@@ -266,3 +266,33 @@ def test_reset_at_never_overflows() -> None:
     assert reset_at(float("inf")) is not None
     assert reset_at(float("nan")) is None
     assert reset_at(20.0, datetime.max.replace(tzinfo=UTC) - timedelta(seconds=10)) is None
+
+
+async def test_a_remembered_route_out_of_budget_lets_the_others_be_probed_and_serve() -> None:
+    remembered, other = _entries("remembered", "other")
+    ledger = MemoryLedger()
+    await ledger.reserve("acct0", Budget(rpm=1))  # another run used the account's one slot
+    calls: list[tuple[str, int | None]] = []
+
+    async def chat(_client: Any, *, model: str, max_tokens: int | None = None, **_: Any) -> Outcome:
+        calls.append((model, max_tokens))
+        return Outcome(kind=OutcomeKind.OK, http_status=200, content="fine", finish_reason="stop")
+
+    session = RoutingSession(
+        [remembered, other],
+        preflight=PreflightPolicy(probe_budget=6, probe_timeout=1),
+        serving=ServingPolicy(connect=1, first_byte=1, idle=1, attempt=2, deadline=5),
+        environ={"K": "secret"},
+        chat=chat,
+        budgets=AccountBudgets(ledger, {"acct0": Budget(rpm=1)}),
+    )
+    session.board.recall(
+        remembered.agent_id, usable=True, status=Readiness.UNPROBED, detail="remembered: served"
+    )
+    async with session:
+        result = await session.serve([{"role": "user", "content": "hi"}])
+    assert result.served_by is not None and result.served_by.model == "other"
+    assert session.elapsed() < 2.0  # not at the deadline
+    assert [a.outcome for a in result.attempts] == ["rate_limited", "ok"]  # one note, one try
+    assert ("remembered", None) not in calls  # nothing sent past its budget
+    assert ("other", 16) in calls  # probed once the remembered route was held back
