@@ -32,6 +32,10 @@ bad_reply              route out, next route
 auth_failed (401/403)  every route of the account out (gateway: if
                        its key is confirmed bad), next route
 payment_required (402) same as auth_failed
+budget refused (not    route held until the account's window frees
+sent)                  (not picked before; one note in the attempt
+                       log per window), next route; never waited
+                       for past the deadline
 deadline passed        stop, no reply
 =====================  =============================================
 """

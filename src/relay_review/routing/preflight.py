@@ -9,8 +9,10 @@ a spent daily quota takes every free route of the account out (:func:`~.board.qu
 
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
 can start on the first ready route while other probes are still in flight. One probe's
-exception (any: a bug, a failing store under the budget) never ends the others: that route is
-deferred with the exception's type as its detail (serving tries it last), with one warning.
+exception (any) never ends the others: raised by the budget or the chat call it is that
+route's ``bad_reply`` (:func:`~.board.send`: rejected); raised anywhere else (a key check, the
+board) the route is deferred with the exception's type as its detail (serving tries it last).
+Either way with one warning.
 """
 
 from __future__ import annotations
