@@ -282,3 +282,30 @@ async def test_one_probe_exception_never_ends_preflight_for_the_others(
     assert "never retrieved" not in caplog.text
     warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 1 and "ZeroDivisionError" in warnings[0].getMessage()
+
+
+@pytest.mark.integration
+def test_the_store_warning_masks_the_password(tmp_path: Path) -> None:
+    port = _closed_port()
+    secret = "s3cret-Pa55word-of-the-store"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "relay_review",
+            "drill",
+            "--format",
+            "json",
+            "--state",
+            f"redis://:{secret}@127.0.0.1:{port}/0",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=DRILL_DEADLINE + 60,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert secret not in proc.stdout + proc.stderr
+    assert_one_store_warning(proc.stderr, f"redis://:***@127.0.0.1:{port}/0")
