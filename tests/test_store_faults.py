@@ -34,6 +34,7 @@ from action_harness import policy_toml, run_action, standard_fleet
 from delay_proxy import DelayProxy
 from github_mock import MockGitHub
 from redis_server import RedisServer
+from relay_review.drill.scenarios import SCENARIOS, discovery_for, drill_environ, fleet_for
 from relay_review.models import Outcome, OutcomeKind
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
@@ -150,6 +151,43 @@ def test_drill_completes_with_one_warning(fault: str, tmp_path: Path) -> None:
     assert report["probes_sent"] == 6
     assert all(r["status"] != "unprobed" for r in report["readiness"]), report["readiness"]
     assert report["chunks"] and all(c["served_by"] for c in report["chunks"]), report["chunks"]
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize("command", ["preflight", "chat"])
+def test_preflight_and_chat_go_on_when_the_store_is_closed(command: str, tmp_path: Path) -> None:
+    """The issue's other commands: ``preflight`` died with a traceback, ``chat`` exited 1."""
+    scenario = SCENARIOS["mixed"]  # twelve routes, six probed at once (the default budget)
+    with fleet_for(scenario) as fleet:
+        discovery = tmp_path / "discovery.json"
+        discovery.write_text(json.dumps(discovery_for(scenario, fleet)))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+        env.update(drill_environ(scenario))
+        port = _closed_port()
+        args = ["--probe-timeout", "1"] if command == "preflight" else ["--message", "hi"]
+        state = f"redis://127.0.0.1:{port}/0"
+        command_line = [
+            sys.executable,
+            "-m",
+            "relay_review",
+            command,
+            "--discovery",
+            str(discovery),
+        ]
+        proc = subprocess.run(
+            [*command_line, *args, "--deadline", "20", "--state", state],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=80,
+        )
+    assert proc.returncode == 0, proc.stderr
+    assert_one_store_warning(proc.stderr, f"127.0.0.1:{port}")
+    report = json.loads(proc.stdout)
+    assert report["probes_sent"] == 6
+    if command == "chat":
+        assert report["served_by"]["agent_id"] == "nim_b/meta/llama-3.3-70b-instruct"
 
 
 # --------------------------------------------------------------------------- the action
