@@ -6,6 +6,7 @@ No fake Redis: the ledger's atomicity is a property of the real server's Lua exe
 from __future__ import annotations
 
 import shutil
+import signal
 import socket
 import subprocess
 import time
@@ -30,24 +31,26 @@ class RedisServer:
             pytest.skip("redis-server is not installed (.ci/run installs Debian's redis-server)")
         workdir.mkdir(parents=True, exist_ok=True)
         self.port = _free_port()
-        self.proc = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(workdir),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
+        self._argv = [
+            binary,
+            "--port",
+            str(self.port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ]
         self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._start()
+
+    def _start(self) -> None:
+        self.proc = subprocess.Popen(
+            self._argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
         deadline = time.monotonic() + 10
         while time.monotonic() < deadline:
             try:
@@ -58,7 +61,27 @@ class RedisServer:
         self.stop()
         raise RuntimeError("redis-server did not start within 10 s")
 
+    def pause(self) -> None:
+        """SIGSTOP: the port still accepts connections (the kernel's backlog), nothing answers."""
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.proc.send_signal(signal.SIGCONT)
+
+    def kill(self) -> None:
+        """SIGKILL: gone at once, no goodbye to its clients."""
+        if self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait()
+
+    def restart(self) -> None:
+        """Killed and started again, empty, on the same port (no persistence configured)."""
+        self.kill()
+        self._start()
+
     def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.resume()  # a stopped server cannot act on SIGTERM
         if self.proc.poll() is None:
             self.proc.terminate()
             try:

@@ -26,6 +26,11 @@ resets 00:00 UTC). For a daily signal the wait is the *latest* of the forms pres
 documented reset: 00:00 UTC for Cloudflare, midnight Pacific time for Gemini), since a short
 ``retry in 45s`` on a per-day quota only says when the next per-minute window opens.
 ``exhausted``: ``X-RateLimit-Remaining: 0`` (OpenRouter counts it per account, across models).
+
+Every number here is hostile input: a wait is never negative, never NaN and at most
+:data:`MAX_WAIT_S` (``Retry-After: 1e999`` or ``99999999999`` reads as that cap), so no later
+sum, date or sleep can overflow. Routing caps it further at the time left in the run, memory at
+the policy's longest ``[memory]`` TTL.
 """
 
 from __future__ import annotations
@@ -38,10 +43,14 @@ from typing import Any
 
 from relay_review._http import parse_duration, parse_retry_after
 
-__all__ = ["RateHint", "error_payload", "read_rate_hint", "reset_at"]
+__all__ = ["MAX_WAIT_S", "RateHint", "bounded_wait", "error_payload", "read_rate_hint", "reset_at"]
 
 #: Cloudflare Workers AI: "you have used up your daily free allocation of 10,000 neurons".
 CLOUDFLARE_DAILY_CODE = 4006
+
+#: The longest wait a provider's hint is believed for: a week, beyond any published quota
+#: window (a day); a longer or infinite one is read as this.
+MAX_WAIT_S = 7 * 86_400.0
 
 _AGAIN_RE = re.compile(
     r"(?:try again|retry)\s+in\s+((?:\d+(?:\.\d+)?\s*(?:ms|h|m|s))+)", re.IGNORECASE
@@ -89,8 +98,9 @@ def read_rate_hint(
     waits: list[tuple[str, float]] = []  # (form, seconds), in order of precedence
 
     def add(form: str, seconds: float | None) -> None:
-        if seconds is not None:
-            waits.append((form, seconds))
+        wait = bounded_wait(seconds)
+        if wait is not None:
+            waits.append((form, wait))
 
     for where, source in (("", lower), ("metadata ", meta)):
         add(where + "retry-after", parse_retry_after(source.get("retry-after"), now=now))
@@ -134,11 +144,22 @@ def read_rate_hint(
     return RateHint(retry_after=seconds, daily=daily, exhausted=exhausted, source=form)
 
 
+def bounded_wait(seconds: float | None) -> float | None:
+    """``seconds`` as a wait: None for none or NaN, else within 0 and :data:`MAX_WAIT_S`."""
+    if seconds is None or seconds != seconds:
+        return None
+    return min(max(0.0, float(seconds)), MAX_WAIT_S)
+
+
 def reset_at(retry_after: float | None, now: datetime | None = None) -> str | None:
     """When a wait ends, as an ISO-8601 UTC time to the second (for reports); None if unknown."""
-    if retry_after is None:
+    wait = bounded_wait(retry_after)
+    if wait is None:
         return None
-    when = (now or datetime.now(UTC)) + timedelta(seconds=retry_after)
+    try:
+        when = (now or datetime.now(UTC)) + timedelta(seconds=wait)
+    except OverflowError:  # a ``now`` at the end of the calendar
+        return None
     return when.astimezone(UTC).replace(microsecond=0).isoformat().replace("+00:00", "Z")
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,13 @@ from relay_review.routing.budget import AccountBudgets
 
 if TYPE_CHECKING:
     import httpx
+
+log = logging.getLogger("relay_review.routing")
+
+#: Shortest hold of a budget-refused route (a refusal whose wait rounds to 0 never spins).
+MIN_HOLD_S = 0.05
+#: A hold moved by less than this is the same deferral (no second note in the attempt log).
+HOLD_SLACK_S = 1.0
 
 #: Outcomes that condemn every route of the account, not just the one that saw them.
 ACCOUNT_WIDE = frozenset({OutcomeKind.AUTH_FAILED, OutcomeKind.PAYMENT_REQUIRED})
@@ -116,12 +124,18 @@ async def account_consequences(
 
 async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
     """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
-    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`)."""
-    if run.budgets is not None:
-        refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
-        if refused is not None:
-            return refused
-    outcome = await run.chat(run.client, **request)
+    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
+    exception of the budget or the chat call (a bug: both return outcomes) is this route's
+    ``bad_reply``."""
+    try:
+        if run.budgets is not None:
+            refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
+            if refused is not None:
+                return refused
+        outcome = await run.chat(run.client, **request)
+    except Exception as exc:  # both return outcomes; a bug below fails this route only
+        log.warning("request on %s failed: %s", entry.agent_id, type(exc).__name__)
+        return Outcome(kind=OutcomeKind.BAD_REPLY, detail=f"request failed: {type(exc).__name__}")
     if run.budgets is not None:
         await run.budgets.learn(entry, outcome)
     return outcome
@@ -160,7 +174,8 @@ class RouteBoard:
     Readiness (from probes): ``probes`` (one record per route), ``in_flight`` (probes not yet
     answered), ``finished`` (preflight is over). Outcomes (from serving): ``out`` (failed this
     run, never tried again), ``busy`` (serving a request right now), ``proven`` (served a reply
-    this run, so it counts as ready whatever preflight said).
+    this run, so it counts as ready whatever preflight said), ``held`` (its account's budget
+    refused a request: not picked again before the window frees, whatever else it is).
     """
 
     def __init__(self, entries: Sequence[CatalogEntry]) -> None:
@@ -183,6 +198,8 @@ class RouteBoard:
         self.outcomes: dict[str, Outcome] = {}
         #: Routes a past run proved, served first and unprobed (see :meth:`recall`).
         self.recalled_proven: set[str] = set()
+        #: route -> when (on the run's clock) its account's budget frees (see :meth:`hold`)
+        self.held: dict[str, float] = {}
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -216,9 +233,25 @@ class RouteBoard:
 
     # ---- outcomes -----------------------------------------------------------------------------
 
-    def good(self, agent_id: str) -> bool:
-        """Worth serving on now: it served this run, or its probe said ready."""
+    def good(self, agent_id: str, now: float | None = None) -> bool:
+        """Worth serving on now: it served this run, or its probe said ready, and (given
+        ``now``) its account's budget is not holding it back."""
+        if now is not None and self.is_held(agent_id, now):
+            return False
         return agent_id in self.proven or self.status(agent_id) is Readiness.READY
+
+    def hold(self, agent_id: str, until: float) -> bool:
+        """The account's budget refused a request on ``agent_id``: hold the route until
+        ``until`` (its window frees). True when it was not held already (a new deferral, the
+        one the attempt log notes); False when the hold only moved."""
+        before = self.held.get(agent_id)
+        self.held[agent_id] = max(until, before or until)
+        self._changed.set()
+        return before is None or before < until - HOLD_SLACK_S
+
+    def is_held(self, agent_id: str, now: float) -> bool:
+        """Whether the account's budget still holds ``agent_id`` back at ``now``."""
+        return self.held.get(agent_id, now) > now
 
     def available(self) -> list[CatalogEntry]:
         """Routes neither out nor busy, in catalog order."""
@@ -270,9 +303,13 @@ class RouteBoard:
         """Routes memory said nothing about (the ones preflight may probe), in catalog order."""
         return [e for e in self.entries if e.agent_id not in self.out | self.recalled_proven]
 
-    def recalled_left(self) -> bool:
-        """Whether a route a past run proved is still in play (preflight waits while it is)."""
-        return any(a not in self.out for a in self.recalled_proven)
+    def recalled_left(self, now: float | None = None) -> bool:
+        """Whether a route a past run proved is still in play (preflight waits while it is);
+        one its account's budget holds back (given ``now``) is not: other routes are needed."""
+        return any(
+            a not in self.out and (now is None or not self.is_held(a, now))
+            for a in self.recalled_proven
+        )
 
     # ---- the change signal --------------------------------------------------------------------
 

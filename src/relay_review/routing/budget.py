@@ -16,24 +16,35 @@ Which budget: the account's ``rpm``/``rpd`` from the policy when set (every requ
 account counts); otherwise the provider's published free-tier limits for its free routes
 (OpenRouter: 20/min, 50/day, counted apart from priced routes); otherwise none.
 
-A ledger that fails (Redis unreachable, slow or stopped mid-run) is replaced for the rest of the
-run by an in-process one, with one warning: the budget still holds within this run.
+A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
+within :data:`LEDGER_TIMEOUT_S`) is replaced for the rest of the run by an in-process one, with
+one warning naming the store and the cause: the budget still holds within this run. The swap is
+made once however many requests (concurrent probes and chunks) saw the failure: each caller
+whose call to the failed ledger raised goes on with the in-process one.
+
+A provider's wait that closes the account's window is capped at :data:`LONGEST_CLOSE_S` (a
+hostile or broken ``Retry-After`` never closes a shared account for years).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TypeVar
 
 from relay_review.models import CatalogEntry, Outcome, OutcomeKind
 from relay_review.providers.kinds import KINDS
-from relay_review.state.ledger import Budget, Ledger, MemoryLedger
+from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger
 
 log = logging.getLogger("relay_review.routing")
 
 #: Longest a ledger call may take before the run goes on without the shared ledger.
 LEDGER_TIMEOUT_S = 1.0
+#: Longest a provider's "nothing left until T" may close an account's window (its day).
+LONGEST_CLOSE_S = DAY_S
+
+T = TypeVar("T")
 
 
 class AccountBudgets:
@@ -64,14 +75,9 @@ class AccountBudgets:
     async def admit(self, entry: CatalogEntry, remaining: float) -> Outcome | None:
         """None when a slot was reserved (send the request); else the refusal as an outcome."""
         key, budget = self.budget_of(entry)
-        try:
-            answer = await asyncio.wait_for(
-                self.ledger.reserve(key, budget),
-                timeout=max(0.05, min(LEDGER_TIMEOUT_S, remaining)),
-            )
-        except Exception as exc:  # the shared ledger failed: never fail the run for it
-            self._fall_back(exc)
-            answer = await self.ledger.reserve(key, budget)
+        answer = await self._call(
+            lambda ledger: ledger.reserve(key, budget), max(0.05, min(LEDGER_TIMEOUT_S, remaining))
+        )
         if answer.granted:
             return None
         self.refusals += 1
@@ -89,18 +95,28 @@ class AccountBudgets:
         if not (outcome.quota_exhausted or outcome.daily_quota) or not outcome.retry_after:
             return
         key, _ = self.budget_of(entry)
-        try:
-            await asyncio.wait_for(
-                self.ledger.close(key, outcome.retry_after), timeout=LEDGER_TIMEOUT_S
-            )
-        except Exception as exc:
-            self._fall_back(exc)
-            await self.ledger.close(key, outcome.retry_after)
+        seconds = min(outcome.retry_after, LONGEST_CLOSE_S)
+        await self._call(lambda ledger: ledger.close(key, seconds), LEDGER_TIMEOUT_S)
 
-    def _fall_back(self, exc: BaseException) -> None:
-        if isinstance(self.ledger, MemoryLedger):
-            raise exc
-        report = getattr(self.ledger, "report_failure", None)
+    async def _call(self, op: Callable[[Ledger], Awaitable[T]], timeout: float) -> T:
+        """``op`` on the ledger, bounded by ``timeout``; on any failure of a shared ledger,
+        ``op`` again on the in-process one that replaced it (see the module doc)."""
+        ledger = self.ledger
+        if isinstance(ledger, MemoryLedger):
+            return await op(ledger)
+        try:
+            return await asyncio.wait_for(op(ledger), timeout=timeout)
+        except Exception as exc:  # the shared ledger failed: never fail the run for it
+            self._fall_back(ledger, exc)
+        return await op(self.ledger)
+
+    def _fall_back(self, failed: Ledger, exc: BaseException) -> None:
+        """Replace ``failed`` by an in-process ledger, once: a concurrent caller whose call to
+        ``failed`` raised after another caller swapped it finds the swap made and says nothing."""
+        if self.ledger is not failed:
+            return
+        self.ledger = MemoryLedger()
+        report = getattr(failed, "report_failure", None)
         if callable(report):
             report(exc)  # the store says it once, for memory and ledger together
         else:
@@ -108,4 +124,3 @@ class AccountBudgets:
                 "quota ledger unavailable (%s); this run goes on with an in-process ledger",
                 type(exc).__name__,
             )
-        self.ledger = MemoryLedger()

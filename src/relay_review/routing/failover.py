@@ -32,6 +32,10 @@ bad_reply              route out, next route
 auth_failed (401/403)  every route of the account out (gateway: if
                        its key is confirmed bad), next route
 payment_required (402) same as auth_failed
+budget refused (not    route held until the account's window frees
+sent)                  (not picked before; one note in the attempt
+                       log per window), next route; never waited
+                       for past the deadline
 deadline passed        stop, no reply
 =====================  =============================================
 """
@@ -55,6 +59,7 @@ from relay_review.models import (
 )
 from relay_review.providers.kinds import stream_usage
 from relay_review.routing.board import (
+    MIN_HOLD_S,
     RouteBoard,
     RunContext,
     account_consequences,
@@ -128,27 +133,38 @@ def next_route(
     """
     entries = board.available()  # catalog order = priority order
     for e in entries:
-        if board.good(e.agent_id):
+        if board.good(e.agent_id, now):
             return e, 0.0
     in_use = board.busy - board.out
     if not board.finished or any(board.good(a) for a in in_use):
         # news is coming: a probe result, or a ready route finishing its current request
-        # (better than gambling a concurrent chunk on an unprobed or deferred route)
-        return None, max(0.0, deadline_at - now)
+        # (better than gambling a concurrent chunk on an unprobed or deferred route); a route
+        # the budget holds back is news too, when its window frees
+        frees = [board.held[e.agent_id] for e in entries if board.is_held(e.agent_id, now)]
+        return None, max(0.0, min([deadline_at, *frees]) - now)
     for e in entries:
         probe = board.probes[e.agent_id]
-        if probe.status is Readiness.UNPROBED and not probe.sent:
+        if (
+            probe.status is Readiness.UNPROBED
+            and not probe.sent
+            and not board.is_held(e.agent_id, now)
+        ):
             return e, 0.0
-    # deferred routes: the one free soonest (a later Retry-After never holds up one free now);
-    # ties in catalog order
+    # deferred routes (and routes the budget holds back): the one free soonest (a later
+    # Retry-After never holds up one free now); ties in catalog order; one that frees only
+    # after the deadline is never waited for
     soonest: tuple[float, CatalogEntry] | None = None
     for e in entries:
         probe = board.probes[e.agent_id]
-        if probe.status is Readiness.DEFERRED:
+        if board.is_held(e.agent_id, now):
+            available_at = board.held[e.agent_id]
+        elif probe.status is Readiness.DEFERRED:
             available_at = (probe.finished_at or now) + (probe.retry_after or 0.0)
-            free_at = max(available_at, now)
-            if available_at < deadline_at and (soonest is None or free_at < soonest[0]):
-                soonest = (free_at, e)
+        else:
+            continue
+        free_at = max(available_at, now)
+        if available_at < deadline_at and (soonest is None or free_at < soonest[0]):
+            soonest = (free_at, e)
     if soonest is not None:
         return soonest[1], soonest[0] - now
     if in_use:
@@ -190,16 +206,21 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
         finally:
             board.busy.discard(entry.agent_id)
             board.touch()
-        result.attempts.append(attempt)
-        if not outcome.sent:  # the account's budget held it back: deferred until it frees
-            board.set(
-                entry.agent_id,
-                status=Readiness.DEFERRED,
-                detail=outcome.detail,
-                retry_after=outcome.retry_after,
-                finished_at=run.clock(),
-            )
+        if not outcome.sent:  # the account's budget held it back: not picked before it frees
+            now = run.clock()
+            wait = min(max(outcome.retry_after or 0.0, MIN_HOLD_S), run.deadline_at - now)
+            if board.hold(entry.agent_id, now + wait):
+                result.attempts.append(attempt)  # one deferral note per route per window
+            if not board.good(entry.agent_id):  # nothing proven of it: say why it waits
+                board.set(
+                    entry.agent_id,
+                    status=Readiness.DEFERRED,
+                    detail=outcome.detail,
+                    retry_after=outcome.retry_after,
+                    finished_at=run.clock(),
+                )
             continue
+        result.attempts.append(attempt)
         board.note(entry.agent_id, outcome)
         if accepted:
             board.proven.add(entry.agent_id)

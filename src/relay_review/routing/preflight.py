@@ -8,7 +8,11 @@ rejected without a request. An authentication or payment failure takes the whole
 a spent daily quota takes every free route of the account out (:func:`~.board.quota_spent`).
 
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
-can start on the first ready route while other probes are still in flight.
+can start on the first ready route while other probes are still in flight. One probe's
+exception (any) never ends the others: raised by the budget or the chat call it is that
+route's ``bad_reply`` (:func:`~.board.send`: rejected); raised anywhere else (a key check, the
+board) the route is deferred with the exception's type as its detail (serving tries it last).
+Either way with one warning.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from collections.abc import Iterable, Mapping
 
 from relay_review.models import CatalogEntry, Deadlines, OutcomeKind, Readiness
 from relay_review.routing.board import (
+    MIN_HOLD_S,
     RouteBoard,
     RunContext,
     account_consequences,
@@ -88,15 +93,36 @@ async def run_preflight(
             e.agent_id, status=Readiness.REJECTED, detail=missing_key_detail(e.route.api_key_env)
         )
     try:
-        await asyncio.gather(*(_probe(board, run, e, probe_timeout) for e in to_probe))
+        await asyncio.gather(*(_guarded(board, run, e, probe_timeout) for e in to_probe))
     finally:
         board.finish()
 
 
 async def _wait_for_need(board: RouteBoard, run: RunContext) -> None:
-    """Wait while a remembered proven route is still in play (or until the run deadline)."""
-    while board.recalled_left() and not board.finished and run.clock() < run.deadline_at:
+    """Wait while a remembered proven route is still in play (or until the run deadline); a
+    remembered route its account's budget holds back does not keep the others unprobed."""
+    while board.recalled_left(run.clock()) and not board.finished and run.clock() < run.deadline_at:
         await board.wait_change(run.deadline_at - run.clock())
+
+
+async def _guarded(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeout: float) -> None:
+    """:func:`_probe`, its exception (never a cancellation) kept to this one route."""
+    try:
+        await _probe(board, run, entry, timeout)
+    except Exception as exc:  # one probe's failure never ends preflight for the others
+        log.warning(
+            "probe %s failed: %s; the route is deferred (tried last)",
+            entry.agent_id,
+            type(exc).__name__,
+        )
+        if board.status(entry.agent_id) is not Readiness.REJECTED:
+            board.set(
+                entry.agent_id,
+                status=Readiness.DEFERRED,
+                detail=f"probe failed: {type(exc).__name__}",
+                retry_after=None,
+                finished_at=run.clock(),
+            )
 
 
 async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeout: float) -> None:
@@ -131,6 +157,7 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         board.note(entry.agent_id, outcome)
     else:  # held back by the account budget: no probe went out, nothing to remember
         board.set(entry.agent_id, sent=False)
+        board.hold(entry.agent_id, run.clock() + max(outcome.retry_after or 0.0, MIN_HOLD_S))
     status = PROBE_TABLE[outcome.kind]
     if board.status(entry.agent_id) is Readiness.REJECTED and status is not Readiness.READY:
         status = Readiness.REJECTED  # its account was condemned meanwhile

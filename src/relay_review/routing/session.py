@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import logging
 import ssl
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -29,6 +30,8 @@ from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
+
+log = logging.getLogger("relay_review.preflight")
 
 
 @functools.cache
@@ -155,6 +158,10 @@ class RoutingSession:
     async def close(self) -> None:
         """Cancel probes still in flight (marking them abandoned) and close the client."""
         task, self._preflight_task = self._preflight_task, None
+        if task is not None and task.done() and not task.cancelled():
+            failed = task.exception()  # retrieved: never "Task exception was never retrieved"
+            if failed is not None:
+                log.warning("preflight ended early: %s", type(failed).__name__)
         if task is not None and not task.done():
             self.board.finish()  # ends a wait for a remembered route (a lost cancel too)
             for agent_id in list(self.board.in_flight):

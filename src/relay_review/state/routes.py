@@ -90,6 +90,20 @@ def recall(board: RouteBoard, memory: Memory, now: float) -> Recalled:
     return counts
 
 
+def longest_ttl(policy: MemoryPolicy) -> float:
+    """The longest a memo may count: the policy's longest ``[memory]`` TTL (a provider's
+    ``Retry-After`` remembered as a cooldown is capped at it)."""
+    return max(
+        policy.proven,
+        policy.dead,
+        policy.rate_limited,
+        policy.timeout,
+        policy.timeout_max,
+        policy.server_error,
+        policy.review,
+    )
+
+
 def classify(
     outcome: Outcome,
     *,
@@ -108,6 +122,7 @@ def classify(
         return RouteMemo(state="dead", outcome=kind.value, at=now, until=now + policy.dead)
     if kind is OutcomeKind.RATE_LIMITED:
         wait = outcome.retry_after if outcome.retry_after else policy.rate_limited
+        wait = min(wait, longest_ttl(policy))  # a provider's number, capped: never years
         return RouteMemo(state="cooling", outcome=kind.value, at=now, until=now + wait)
     if kind is OutcomeKind.TIMEOUT:
         strikes = before.strikes + 1 if before and before.outcome == kind.value else 0
