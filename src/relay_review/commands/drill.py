@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
 from pathlib import Path
 
 from relay_review import pipeline
@@ -29,7 +30,7 @@ from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
 from relay_review.drill.scenarios import SCENARIOS, run_named
 from relay_review.drill.serve import serve_config
 from relay_review.errors import UsageError
-from relay_review.render import comment_markdown
+from relay_review.render import TEXT_WIDTH, comment_markdown, review_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -90,9 +91,13 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(report, indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
             print(comment_markdown(report, marker=""), end="")
-        else:
-            print(f"scenario review: {REVIEW_SCENARIO.description}\n")
-            print(comment_markdown(report, marker=""))
+        else:  # plain text for a terminal; --format markdown is the comment itself
+            print(
+                *textwrap.wrap(f"scenario review: {REVIEW_SCENARIO.description}", TEXT_WIDTH),
+                sep="\n",
+            )
+            print()
+            print(review_text(report), end="")
         return 0 if report["decision"] != "unavailable" else 1
     if args.format == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
