@@ -1,7 +1,8 @@
 """``relay-review drill``: run the pipeline against a local fleet of scripted faults.
 
 With no ``--scenario`` it reviews a bundled sample diff end to end (catalog, preflight, failover,
-verdict validation with a repair round) and prints the PR comment it would post. With a
+verdict validation with a repair round) and prints the review as plain text, or with
+``--format markdown`` the PR comment it would post. With a
 scenario it serves one chat request and prints the readiness table, the attempt timeline and
 time-to-reply against the healthy route's own direct latency. Operators use it to see how their
 deadlines behave before trusting a free pool. With ``--serve --config FILE`` it only serves the
@@ -37,9 +38,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "drill",
         help="run the pipeline against a local fleet of scripted faults (default: review a "
-        "bundled sample diff and print the comment)",
+        "bundled sample diff), or serve a fleet (--serve --config FILE)",
         description="Start a local fault fleet and run the pipeline against it with your "
-        "settings. Without --scenario: review a bundled sample diff and print the PR comment. "
+        "settings. Without --scenario: review a bundled sample diff and print the review "
+        "(--format markdown: the PR comment). "
         "With --serve --config FILE: only serve the fleet FILE describes on 127.0.0.1 (one JSON "
         "line with its base URLs, then until SIGTERM/Ctrl-C). "
         "Scenarios: " + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
