@@ -12,10 +12,21 @@ Steps (each says what it does; any failure fails CI, except an engine that canno
    ``docker import``. It is cached as a tarball keyed by a hash of its recipe. pip in it trusts
    the machine's CA bundle (/etc/pip.conf names the bundle, and a one-layer image on top of the
    imported one copies the machine's bundle there; a sandbox detail of the stand-in only).
-3. ``docker build --build-arg BASE_IMAGE=<stand-in>`` of the project's Dockerfile.
-4. tests/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set: a push event (skip notice,
-   exit 0, outputs written), a pull_request_target event against the GitHub mock (Prism) and the
-   fault fleet (exit 0, one comment, no 422), and ``docker stop`` (SIGTERM handled at once).
+3. ``docker build --no-cache --build-arg BASE_IMAGE=<stand-in>`` of the project's Dockerfile,
+   timed: what a runner does at the start of every job of an action with ``image: Dockerfile``
+   (the runner also pulls the base first; that pull is not counted here).
+4. The prebuilt-image path of a release (.github/workflows/release.yml): a local registry
+   (Debian's ``docker-registry``, installed when missing, started by PID on a free 127.0.0.1
+   port and stopped by PID at the end) receives the image (``docker push``); action.yml is
+   pinned to it by digest with ``.ci/release_pin.py`` (as the release workflow does); every local
+   copy of the image and its base is removed, and the image is pulled by that digest, timed:
+   what a runner does for ``image: docker://...@sha256:...``. Both times are printed with the
+   difference (the time saved per run).
+5. tests/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set to the *pulled* image (its
+   ``registry/name@sha256:...`` reference) and ``RELAY_REVIEW_TEST_REGISTRY`` to the registry: a
+   push event (skip notice, exit 0, outputs written), a pull_request_target event against the
+   GitHub mock (Prism) and the fault fleet (exit 0, one comment, no 422), ``docker stop``
+   (SIGTERM handled at once), and the registry holding every blob of the pinned manifest.
 
 Where no engine can start, it says so loudly and exits 0: .ci/run still runs the Dockerfile
 reproduction without an engine (.ci/docker_repro.py). ``RELAY_REVIEW_REQUIRE_DOCKER=1`` makes
@@ -25,20 +36,30 @@ that case a failure.
 from __future__ import annotations
 
 import hashlib
+import json
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
 import time
+import urllib.request
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-STATE = Path(tempfile.gettempdir()) / "relay-review-ci-docker"
+#: dockerd's and the registry's state (RELAY_REVIEW_CI_STATE: another place, e.g. for two
+#: checkouts on one machine, whose dockerds must not share a data root).
+STATE = Path(
+    os.environ.get("RELAY_REVIEW_CI_STATE", Path(tempfile.gettempdir()) / "relay-review-ci-docker")
+)
 SOCKET = STATE / "docker.sock"
 CACHE = Path(os.environ.get("RELAY_REVIEW_CI_CACHE", "/var/cache/relay-review-ci"))
 PROJECT_IMAGE = "relay-review:ci"
+#: The repository the image is pushed to in the local registry (a release pushes to GHCR).
+REGISTRY_REPO = "relay-review"
 #: The official image's environment, repeated in the stand-in.
 BASE_ENV = {
     "PATH": "/usr/local/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin",
@@ -247,9 +268,124 @@ def with_host_ca(base: str, env: dict[str, str]) -> str:
     return tag
 
 
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_registry(updated: list[bool]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start Debian's docker-registry (the distribution registry, v2 API) on a free 127.0.0.1
+    port, storage under STATE; wait until ``GET /v2/`` answers. Returns it and ``HOST:PORT``
+    (dockerd trusts 127.0.0.0/8 registries over plain HTTP by default)."""
+    if shutil.which("docker-registry") is None:
+        apt_install(["docker-registry"], updated)
+    binary = shutil.which("docker-registry") or "/usr/bin/docker-registry"
+    root = STATE / "registry"
+    shutil.rmtree(root / "data", ignore_errors=True)  # every run pushes to an empty registry
+    (root / "data").mkdir(parents=True)
+    address = f"127.0.0.1:{free_port()}"
+    config = root / "config.yml"
+    config.write_text(
+        "version: 0.1\nlog:\n  level: warn\nstorage:\n  filesystem:\n"
+        f"    rootdirectory: {root / 'data'}\nhttp:\n  addr: {address}\n",
+        encoding="utf-8",
+    )
+    log = open(root / "registry.log", "wb")  # noqa: SIM115 - closed with the process
+    proc = subprocess.Popen(
+        [binary, "serve", str(config)],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+        stdin=subprocess.DEVNULL,
+        start_new_session=True,
+    )
+    say(f"docker-registry started (PID {proc.pid}) at {address}; log {root / 'registry.log'}")
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = (root / "registry.log").read_text(errors="replace")[-1500:]
+            raise RuntimeError(f"docker-registry exited with {proc.returncode}:\n{tail}")
+        try:
+            with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as answer:
+                if answer.status == 200:
+                    return proc, address
+        except OSError:
+            pass
+        time.sleep(0.3)
+    stop_process(proc, "docker-registry")
+    raise RuntimeError("docker-registry did not answer within 30 s")
+
+
+def stop_process(proc: subprocess.Popen[bytes], what: str) -> None:
+    """Stop a process started here, by its PID (SIGTERM, then SIGKILL after 30 s)."""
+    if proc.poll() is not None:
+        return
+    say(f"stopping {what} (PID {proc.pid})")
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=10)
+
+
+def release_pin() -> object:
+    """.ci/release_pin.py as a module (the release workflow's pin step)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("release_pin", REPO / ".ci" / "release_pin.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def push_pin_pull(
+    address: str, bases: list[str], env: dict[str, str], *, own_engine: bool
+) -> tuple[str, float]:
+    """Push the built image to the registry at ``address``, pin a copy of action.yml to it by
+    digest (as the release workflow does), remove every local copy of it and of its base, pull
+    it back by the pinned reference. Returns that reference (``HOST:PORT/NAME@sha256:...``, as
+    ``docker run`` takes it) and the seconds the pull took. On an engine started here
+    (``own_engine``) every other image is removed too, so the pull is cold, as on a fresh
+    runner; on an engine that was already running only our own tags are."""
+    tag = f"{address}/{REGISTRY_REPO}:ci"
+    run(["docker", "tag", PROJECT_IMAGE, tag], env=env)
+    run(["docker", "push", tag], env=env, stdout=subprocess.DEVNULL)
+    digests = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", tag],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=True,
+    ).stdout
+    ref = next(d for d in json.loads(digests) if d.startswith(f"{address}/{REGISTRY_REPO}@"))
+    pinned = release_pin().pin(  # type: ignore[attr-defined]
+        (REPO / "action.yml").read_text(encoding="utf-8"), f"docker://{ref}"
+    )
+    (STATE / "action.pinned.yml").write_text(pinned, encoding="utf-8")
+    image = re.search(r"^  image: docker://(\S+)$", pinned, re.M)
+    assert image and image.group(1) == ref, "the pinned action.yml does not name the pushed image"
+    say(f"pushed; action.yml pinned: image: docker://{ref}")
+    run(
+        ["docker", "rmi", "--force", tag, PROJECT_IMAGE, *bases], env=env, stdout=subprocess.DEVNULL
+    )
+    left = subprocess.run(
+        ["docker", "image", "ls", "--quiet", "--all"], capture_output=True, text=True, env=env
+    ).stdout.split()
+    if not own_engine:
+        say("a shared engine: other images kept, so the pull below may reuse layers (not cold)")
+    if left and own_engine:  # untagged leftovers of the build would let the pull skip layers
+        subprocess.run(["docker", "rmi", "--force", *left], capture_output=True, env=env)
+    started = time.monotonic()
+    run(["docker", "pull", image.group(1)], env=env, stdout=subprocess.DEVNULL)
+    return ref, time.monotonic() - started
+
+
 def main() -> int:
     updated: list[bool] = []
     dockerd: subprocess.Popen[bytes] | None = None
+    registry: subprocess.Popen[bytes] | None = None
 
     def on_signal(signum: int, _frame: object) -> None:
         raise SystemExit(128 + signum)  # unwinds through finally: dockerd is stopped
@@ -272,13 +408,23 @@ def main() -> int:
         env = docker_env()
         base = standin_image(updated)
         started = time.monotonic()
-        run(
-            ["docker", "build", "--build-arg", f"BASE_IMAGE={base}", "-t", PROJECT_IMAGE, "."],
-            cwd=REPO,
-            env=env,
+        build = ["docker", "build", "--no-cache", "--build-arg", f"BASE_IMAGE={base}"]
+        run([*build, "-t", PROJECT_IMAGE, "."], cwd=REPO, env=env)
+        build_s = time.monotonic() - started
+        say(f"image {PROJECT_IMAGE} built in {build_s:.1f} s (no cache; the base already here)")
+        registry, address = start_registry(updated)
+        bases = sorted({base, base.split("-ca")[0]})  # the stand-in and its CA layer
+        ref, pull_s = push_pin_pull(address, bases, env, own_engine=dockerd is not None)
+        say(
+            f"image pulled by digest in {pull_s:.1f} s; build from the Dockerfile {build_s:.1f} s: "
+            f"{build_s - pull_s:.1f} s saved per run (ratio {build_s / max(pull_s, 0.01):.1f})"
         )
-        say(f"image {PROJECT_IMAGE} built in {time.monotonic() - started:.0f} s")
-        test_env = {**env, "RELAY_REVIEW_TEST_IMAGE": PROJECT_IMAGE}
+        test_env = {
+            **env,
+            "RELAY_REVIEW_TEST_IMAGE": ref,
+            "RELAY_REVIEW_TEST_REGISTRY": address,
+            "RELAY_REVIEW_TEST_PINNED_ACTION": str(STATE / "action.pinned.yml"),
+        }
         run(
             [
                 sys.executable,
@@ -303,10 +449,12 @@ def main() -> int:
             flush=True,
         )
         return 1 if os.environ.get("RELAY_REVIEW_REQUIRE_DOCKER") == "1" else 0
-    except subprocess.CalledProcessError as exc:
-        print(f"docker ci: FAILED: {exc}", file=sys.stderr)
+    except (subprocess.CalledProcessError, RuntimeError, AssertionError, StopIteration) as exc:
+        print(f"docker ci: FAILED: {exc!r}", file=sys.stderr)
         return 1
     finally:
+        if registry is not None:
+            stop_process(registry, "docker-registry")
         if dockerd is not None:
             stop_dockerd(dockerd)
 

@@ -7,6 +7,11 @@ a 90 s read bound) with every bound of both runs scaled by the same factor, so t
 ratio measured in one run. The ``mixed`` scenario also runs once at the unscaled defaults.
 
     python bench/fault_drill.py [--scale 0.05] [--scenario NAME ...] [--no-baseline]
+                                [--no-defaults]
+
+A run with no reply (``all-stalled``, or a bound too short for the healthy route) prints the
+time it took to give up in the ``reply_s`` column, marked ``(gave up)``; ratios are only
+computed between two replies or between two give-ups.
 
 Goal (issue 3): ``mixed`` served by the healthy route within 1.5 x its direct latency + 1 s.
 """
@@ -58,8 +63,13 @@ def baseline_policy(scale: float) -> Policy:
     )
 
 
+def finish_s(r: dict) -> float:
+    """Seconds to the reply, or, without one, to giving up (``time_to_reply_s`` is then None)."""
+    return float(r["time_to_reply_s"] if r["served_by"] else r["elapsed_s"])
+
+
 def row(label: str, r: dict) -> str:
-    ttr = r["time_to_reply_s"]
+    ttr = finish_s(r)
     direct = r["direct_latency_s"]
     ratio = f"{ttr / direct:6.2f}" if direct and r["served_by"] else "     -"
     served = r["served_by"]["agent_id"] if r["served_by"] else f"none ({r['stopped']})"
@@ -67,11 +77,12 @@ def row(label: str, r: dict) -> str:
     if r["scenario"] == "mixed" and direct and r["served_by"]:  # the goal is set for mixed only
         goal = "meets" if ttr <= 1.5 * direct + 1.0 else "MISSES"
         goal = f"{goal} 1.5x+1s"
+    direct_s = f"{direct:8.2f}" if direct is not None else f"{'-':>8}"
     return (
-        f"{label:<28} {ttr:8.2f} {direct if direct is not None else float('nan'):8.2f} {ratio} "
+        f"{label:<28} {ttr:8.2f} {direct_s} {ratio} "
         f"{r['probes_sent']:6d} {r['probe_tokens_requested']:7d} {len(r['attempts']):8d}  "
-        f"{served}  {goal}"
-    )
+        f"{served}{' (gave up)' if not r['served_by'] else ''}  {goal}"
+    ).rstrip()
 
 
 async def main() -> None:
@@ -79,6 +90,7 @@ async def main() -> None:
     parser.add_argument("--scale", type=float, default=0.05, help="factor for every bound")
     parser.add_argument("--scenario", action="append", choices=sorted(SCENARIOS))
     parser.add_argument("--no-baseline", action="store_true")
+    parser.add_argument("--no-defaults", action="store_true", help="skip the unscaled run of mixed")
     args = parser.parse_args()
     logging.basicConfig(level=logging.WARNING)
     names = args.scenario or list(SCENARIOS)
@@ -90,7 +102,7 @@ async def main() -> None:
         f"{'run':<28} {'reply_s':>8} {'direct_s':>8} {'ratio':>6} {'probes':>6} "
         f"{'p_tokens':>7} {'attempts':>8}  served"
     )
-    if "mixed" in names:
+    if "mixed" in names and not args.no_defaults:
         print(row("mixed @ defaults (unscaled)", await run_named("mixed", Policy())))
     for name in names:
         mine = await run_named(name, scaled_policy(args.scale))
@@ -104,7 +116,7 @@ async def main() -> None:
         elif base["served_by"] and not mine["served_by"]:
             verdict = "relay-review produced no reply; the baseline did"
         else:
-            gain = base["time_to_reply_s"] / mine["time_to_reply_s"]
+            gain = finish_s(base) / finish_s(mine)
             what = "reply" if mine["served_by"] else "giving up"
             verdict = f"baseline / relay-review time to {what} = {gain:.1f}x"
         print(f"{'':<28} {verdict}\n")

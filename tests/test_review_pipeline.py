@@ -236,8 +236,8 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
 
 
 def test_drill_cli_prints_the_comment():
-    proc = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill"],
+    proc = subprocess.run(  # the default text format is plain text (tests/test_render_text.py)
+        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
         capture_output=True,
         text=True,
         timeout=120,

@@ -62,7 +62,7 @@ COMMANDS: dict[str, Command] = {
     "drill": Command(
         "relay_review.commands.drill",
         "run the pipeline against a local fleet of scripted faults (default: review a bundled "
-        "sample diff and print the comment)",
+        "sample diff), or serve a fleet (--serve --config FILE)",
     ),
 }
 

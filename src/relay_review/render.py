@@ -1,16 +1,22 @@
 """Renderings of a run for people: the catalog, readiness and attempt tables as text, and the
 sticky PR comment (also the step summary) as Markdown built on the same rows.
+
+The text side is plain text for terminals and CI logs: no Markdown escapes, no control
+characters from hostile text (an ANSI escape in a model's message is shown as U+FFFD), and
+tables at most :data:`TEXT_WIDTH` columns wide (long cells wrap inside their column, the
+readiness table's ``found`` goes on a line of its own).
 """
 
 from __future__ import annotations
 
 import re
+import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pydantic import BaseModel
 
-from relay_review._text import show_invisible
+from relay_review._text import scrub_text, show_invisible
 from relay_review.models import (
     AttemptReport,
     Catalog,
@@ -34,13 +40,113 @@ def plural(n: int, noun: str, nouns: str | None = None) -> str:
     return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
-def align(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    """Left-aligned text columns separated by two spaces."""
-    cells = [[str(c) for c in header]] + [[_cell(c) for c in row] for row in rows]
+#: Widest line of a text table or text report (terminals, CI logs).
+TEXT_WIDTH = 100
+#: Columns are separated by this.
+_GAP = "  "
+
+
+def align(
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    width: int | None = TEXT_WIDTH,
+    flex: Mapping[int, int] | None = None,
+) -> str:
+    """Left-aligned text columns separated by two spaces.
+
+    When the table is wider than ``width``, the columns in ``flex`` (index -> narrowest width,
+    shrunk in that order) get narrower and their long cells wrap inside the column, preferring
+    a break after ``/``, ``-`` or a space; a cell too long even then is cut with ``…``.
+    """
+    return "\n".join(_align_lines(header, rows, width=width, flex=flex or {}))
+
+
+def _align_lines(
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    width: int | None,
+    flex: Mapping[int, int],
+) -> list[str]:
+    widths, cells = _layout(header, rows, width=width, flex=flex)
+    return [line for row in cells for line in _render_row(row, widths)]
+
+
+def _layout(
+    header: Sequence[str],
+    rows: Sequence[Sequence[Any]],
+    *,
+    width: int | None,
+    flex: Mapping[int, int],
+) -> tuple[list[int], list[list[str]]]:
+    """Column widths fitted to ``width`` (see :func:`align`) and the cells as text, header first."""
+    cells = [[plain(c, 400) for c in header]] + [[_cell(c) for c in row] for row in rows]
     widths = [max(len(row[i]) for row in cells) for i in range(len(header))]
-    return "\n".join(
-        "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip() for row in cells
-    )
+    if width is not None:
+        over = sum(widths) + len(_GAP) * (len(widths) - 1) - width
+        for column, narrowest in flex.items():
+            if over <= 0:
+                break
+            floor = max(narrowest, len(cells[0][column]))
+            cut = min(over, max(widths[column] - floor, 0))
+            widths[column] -= cut
+            over -= cut
+    return widths, cells
+
+
+def _render_row(row: Sequence[str], widths: Sequence[int]) -> list[str]:
+    """One table row as one or more lines (its long cells wrapped inside their columns)."""
+    wrapped = [wrap_cell(c, w) for c, w in zip(row, widths, strict=True)]
+    return [
+        _GAP.join(
+            (w[k] if k < len(w) else "").ljust(n) for w, n in zip(wrapped, widths, strict=True)
+        ).rstrip()
+        for k in range(max(len(w) for w in wrapped))
+    ]
+
+
+#: At most this many lines of one wrapped cell; the last is cut with ``…``.
+MAX_CELL_LINES = 3
+
+
+def wrap_cell(text: str, width: int, max_lines: int = MAX_CELL_LINES) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken after a ``/`` (else a space, else
+    ``-`` or ``,``) in the last two thirds of a line, else hard; beyond ``max_lines``, cut with
+    ``…``."""
+    if width <= 0 or len(text) <= width:
+        return [text]
+    lines: list[str] = []
+    rest = text
+    while rest and len(lines) < max_lines:
+        if len(rest) <= width:
+            lines.append(rest)
+            rest = ""
+            break
+        head = rest[:width]
+        cut = width
+        for breaks in ("/", " ", "-,"):  # a path segment whole first, then a word
+            at = max(head.rfind(ch) for ch in breaks)
+            if at >= (1 if breaks == "/" else width // 3):
+                cut = at + 1
+                break
+        lines.append(rest[:cut].rstrip())
+        rest = rest[cut:].lstrip()
+    if rest:
+        last = lines[-1]
+        lines[-1] = (last if len(last) < width else last[: width - 1]) + "…"
+    return lines
+
+
+#: C0 and C1 control characters (ESC starts terminal escape sequences), tab and newline aside.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def plain(value: Any, limit: int = 1000) -> str:
+    """Untrusted text for a terminal: one line (whitespace runs become one space), control and
+    bidirectional characters shown as U+FFFD, at most ``limit`` characters (cut with ``…``)."""
+    text = " ".join(_CONTROLS.sub("\ufffd", scrub_text(str(value))).split())
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def _cell(value: Any) -> str:
@@ -48,7 +154,7 @@ def _cell(value: Any) -> str:
         return "-"
     if isinstance(value, float):
         return f"{value:.2f}"
-    return str(value)
+    return plain(value, 400)
 
 
 def _typed(model: type[BaseModel], rows: Rows) -> list[Any]:
@@ -74,7 +180,7 @@ def catalog_table(catalog: Catalog) -> str:
             (e.priority, e.agent_id, e.account, e.cost.value, "yes" if e.zdr else "no")
             for e in catalog.selected
         ]
-        lines = [align(("priority", "agent_id", "account", "cost", "zdr"), rows)]
+        lines = [align(("priority", "agent_id", "account", "cost", "zdr"), rows, flex={1: 24})]
     r = catalog.report
     lines.append(
         f"\n{len(catalog.selected)} selected of {plural(r.total_routes, 'route')} "
@@ -152,11 +258,39 @@ READINESS_HEADER = (
 ATTEMPT_HEADER = ("#", "start_s", "route", "for", "phase", "outcome", "http", "elapsed_s")
 
 
-def readiness_table(catalog: Rows, readiness: Rows, served_by: Any, attempts: Rows = ()) -> str:
-    """The selection and readiness table as aligned text."""
+#: ``found`` texts the readiness table's text form leaves out (its preflight column says it).
+_FOUND_SAID = frozenset({"ready", "not probed"})
+#: Where a route's ``found`` line starts in the text table (under the account column).
+_FOUND_INDENT = " " * 6
+
+
+def readiness_table(
+    catalog: Rows, readiness: Rows, served_by: Any, attempts: Rows = (), *, width: int = TEXT_WIDTH
+) -> str:
+    """The selection and readiness table as aligned text at most ``width`` columns wide: one line
+    per route (a long model id wraps inside its column), and below it, indented, what was found
+    when that says more than the preflight column (``found: rate_limited retry after 30s ...``)."""
     if not catalog:
         return "No routes selected."
-    return align(READINESS_HEADER, readiness_rows(catalog, readiness, served_by, attempts))
+    rows = readiness_rows(catalog, readiness, served_by, attempts)
+    at = READINESS_HEADER.index("found")
+    header = [h for i, h in enumerate(READINESS_HEADER) if i != at]
+    body = [[c for i, c in enumerate(r) if i != at] for r in rows]
+    widths, cells = _layout(header, body, width=width, flex={header.index("model"): 24})
+    lines = _render_row(cells[0], widths)
+    for row, full in zip(cells[1:], rows, strict=True):
+        lines += _render_row(row, widths)
+        found = plain(full[at], 1000)
+        if found not in _FOUND_SAID:
+            lines += textwrap.wrap(
+                "found: " + found,
+                width,
+                initial_indent=_FOUND_INDENT,
+                subsequent_indent=_FOUND_INDENT + " " * len("found: "),
+                max_lines=MAX_CELL_LINES,
+                placeholder=" …",
+            )
+    return "\n".join(lines)
 
 
 def attempt_rows(attempts: Rows) -> list[list[Any]]:
@@ -171,7 +305,7 @@ def attempt_timeline(attempts: Rows) -> str:
     """Every serving attempt in order, as aligned text."""
     if not attempts:
         return "No serving attempts."
-    return align(ATTEMPT_HEADER, attempt_rows(attempts))
+    return align(ATTEMPT_HEADER, attempt_rows(attempts), flex={ATTEMPT_HEADER.index("route"): 24})
 
 
 # --------------------------------------------------------------------------------------------
@@ -604,3 +738,108 @@ def _hard_cut(text: str, limit: int, marker: str) -> str:
         if len(cut) <= limit or room <= 0:
             return cut[:limit]
         room -= max(len(cut) - limit, 1)
+
+
+# --------------------------------------------------------------------------------------------
+# Plain text (``--format text``: a review for a terminal or a CI log)
+
+#: The decision in words, for the text report's first line.
+DECISION_WORDS = {
+    "request_changes": "changes requested",
+    "comment": "comments",
+    "approve": "no findings",
+    "unavailable": "review unavailable",
+}
+#: Findings' continuation lines (the quote, the reason) start under the message.
+_TEXT_INDENT = "    "
+
+
+def _para(text: str, indent: str = "", first: str | None = None) -> list[str]:
+    """``text`` (already plain) wrapped to :data:`TEXT_WIDTH`, continuation lines at ``indent``."""
+    return textwrap.wrap(
+        text,
+        TEXT_WIDTH,
+        initial_indent=indent if first is None else first,
+        subsequent_indent=indent,
+        break_on_hyphens=False,
+    ) or [indent.rstrip()]
+
+
+def review_text(report: RunReport | Mapping[str, Any]) -> str:
+    """A review for people as plain text: the decision, the summary (or why there is none),
+    verified findings with their quoted lines, unverified ones with the reason, files not
+    reviewed, the readiness table, the attempt timeline and a footer. Everything hostile is
+    :func:`plain` (no Markdown escapes to read through, no control characters); no line is wider
+    than :data:`TEXT_WIDTH` except an unbreakable token."""
+    report = RunReport.from_json(report)
+    v = report.verdict
+    out = [f"relay-review: {DECISION_WORDS.get(v.decision, plain(v.decision, 40))}", ""]
+    if v.decision == Decision.UNAVAILABLE:
+        why = v.why or "no route produced a valid verdict before the deadline"
+        out += _para(f"No verdict: {plain(why)}. Every route's fate is in the table below.")
+        out.append("")
+    else:
+        if v.partial:
+            out += _para(f"Partial review: {plain(v.partial, 400)}.")
+            left_out = [f for f in report.files if f.left_out]
+            for lf in left_out[:PARTIAL_NOTE_FILES]:
+                out += _para(
+                    f"{plain(lf.path, 300)}: {plain(lf.reason or '', 200)}", "    ", "  - "
+                )
+            if len(left_out) > PARTIAL_NOTE_FILES:
+                out.append(f"  - and {len(left_out) - PARTIAL_NOTE_FILES} more (files below)")
+            out.append("")
+        for line in v.summary.splitlines():
+            if line.strip():
+                out += [*_para(plain(line, 4000)), ""]
+        findings = v.findings
+        out.append(f"Findings ({len(findings)} verified)" if findings else "No verified findings.")
+        for f in findings:
+            where = f"{plain(f.path, 300)}:{f.line}"
+            out += _para(
+                f"{plain(f.severity, 20) or '-'}  {where}  {plain(f.message)}", "    ", "- "
+            )
+            if f.quote:
+                out += _para(f"| {plain(f.quote, 400)}", _TEXT_INDENT + "| ", _TEXT_INDENT)
+            if f.suggestion is not None:
+                n = len(f.suggestion.splitlines()) or 1
+                out.append(f"{_TEXT_INDENT}suggestion: {plural(n, 'line')} (in the JSON report)")
+        out.append("")
+    if v.unverified:
+        out.append(
+            f"Unverified findings ({len(v.unverified)}): cited lines not in the diff; not counted"
+        )
+        for u in v.unverified:
+            where = f"{plain(u.path, 300)}:{u.line}"
+            out += _para(f"{where}  {plain(u.message, 300)}", _TEXT_INDENT, "- ")
+            out += _para(f"rejected: {plain(u.reason, 300)}", _TEXT_INDENT, _TEXT_INDENT)
+        out.append("")
+    skipped = [file for file in report.files if file.status != "reviewed"]
+    if skipped:
+        out.append(f"Files not reviewed ({len(skipped)} of {len(report.files)})")
+        for file in skipped:
+            reason = plain(file.reason or file.status, 200)
+            out += _para(f"{plain(file.path, 300)}: {reason}", "    ", "- ")
+        out.append("")
+    chunk_servers = [c.served_by for c in report.chunks if c.served_by and not c.reused]
+    servers = chunk_servers or ([report.served_by] if report.served_by else [])
+    out.append("Routes: selection and readiness")
+    out.append(
+        readiness_table(report.catalog.selected, report.readiness, servers, report.attempts)
+        if report.catalog.selected
+        else "No routes were selected."
+    )
+    names = sorted({s.agent_id for s in servers})
+    out += ["", *_para("Served by " + ", ".join(names) + "." if names else "No route served.")]
+    if report.attempts:
+        out += ["", f"Attempt timeline ({len(report.attempts)})", attempt_timeline(report.attempts)]
+    foot = [plural(len(report.catalog.selected), "route")]
+    if report.probes_sent is not None:
+        foot.append(plural(report.probes_sent, "probe"))
+    if report.elapsed_s is not None:
+        foot.append(f"{float(report.elapsed_s):.1f} s")
+    if report.provenance:
+        foot.insert(0, f"policy {plain(report.provenance, 200)}")
+    foot.append("decision computed from verified findings, never taken from the model")
+    out += ["", *_para(" · ".join(foot))]
+    return "\n".join(out) + "\n"

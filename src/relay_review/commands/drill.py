@@ -1,10 +1,13 @@
 """``relay-review drill``: run the pipeline against a local fleet of scripted faults.
 
 With no ``--scenario`` it reviews a bundled sample diff end to end (catalog, preflight, failover,
-verdict validation with a repair round) and prints the PR comment it would post. With a
+verdict validation with a repair round) and prints the review as plain text, or with
+``--format markdown`` the PR comment it would post. With a
 scenario it serves one chat request and prints the readiness table, the attempt timeline and
 time-to-reply against the healthy route's own direct latency. Operators use it to see how their
-deadlines behave before trusting a free pool.
+deadlines behave before trusting a free pool. With ``--serve --config FILE`` it only serves the
+fleet the file describes (``examples/fleet.toml``), as a local OpenAI-compatible server to point
+the other commands, or any client, at.
 """
 
 from __future__ import annotations
@@ -12,6 +15,8 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import textwrap
+from pathlib import Path
 
 from relay_review import pipeline
 from relay_review.commands.common import (
@@ -24,18 +29,40 @@ from relay_review.commands.common import (
 from relay_review.drill.report import format_drill
 from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
 from relay_review.drill.scenarios import SCENARIOS, run_named
+from relay_review.drill.serve import serve_config
 from relay_review.errors import UsageError
-from relay_review.render import comment_markdown
+from relay_review.render import TEXT_WIDTH, comment_markdown, review_text
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "drill",
         help="run the pipeline against a local fleet of scripted faults (default: review a "
-        "bundled sample diff and print the comment)",
+        "bundled sample diff), or serve a fleet (--serve --config FILE)",
         description="Start a local fault fleet and run the pipeline against it with your "
-        "settings. Without --scenario: review a bundled sample diff and print the PR comment. "
+        "settings. Without --scenario: review a bundled sample diff and print the review "
+        "(--format markdown: the PR comment). "
+        "With --serve --config FILE: only serve the fleet FILE describes on 127.0.0.1 (one JSON "
+        "line with its base URLs, then until SIGTERM/Ctrl-C). "
         "Scenarios: " + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
+    )
+    p.add_argument(
+        "--serve",
+        action="store_true",
+        help="serve the fleet of --config on 127.0.0.1 until SIGTERM/Ctrl-C; prints one JSON "
+        'line {"port", "url", "accounts": {name: base_url}} once listening',
+    )
+    p.add_argument(
+        "--config",
+        type=Path,
+        metavar="FILE",
+        help="fleet config for --serve (.toml or .json; examples/fleet.toml shows the format)",
+    )
+    p.add_argument(
+        "--port",
+        type=int,
+        default=0,
+        help="port for --serve on 127.0.0.1 (default: a free one)",
     )
     p.add_argument(
         "--scenario",
@@ -54,6 +81,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.serve or args.config is not None:
+        return _serve(args)
+    if args.port:
+        raise UsageError("--port belongs to --serve")
     policy = policy_from_args(args)
     store = store_from_args(args, os.environ)
     if args.scenario is None:
@@ -62,9 +93,13 @@ def run(args: argparse.Namespace) -> int:
             print(json.dumps(report, indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
             print(comment_markdown(report, marker=""), end="")
-        else:
-            print(f"scenario review: {REVIEW_SCENARIO.description}\n")
-            print(comment_markdown(report, marker=""))
+        else:  # plain text for a terminal; --format markdown is the comment itself
+            print(
+                *textwrap.wrap(f"scenario review: {REVIEW_SCENARIO.description}", TEXT_WIDTH),
+                sep="\n",
+            )
+            print()
+            print(review_text(report), end="")
         return 0 if report["decision"] != "unavailable" else 1
     if args.format == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
@@ -74,3 +109,16 @@ def run(args: argparse.Namespace) -> int:
     else:
         print(format_drill(result))
     return 0 if result["served_by"] else 1
+
+
+def _serve(args: argparse.Namespace) -> int:
+    """``--serve --config FILE``: the fleet alone, in this process, until a signal."""
+    if args.config is None:
+        raise UsageError("--serve needs --config FILE (a fleet config; see examples/fleet.toml)")
+    if not args.serve:
+        raise UsageError("--config is the fleet config of --serve; add --serve")
+    if args.scenario is not None:
+        raise UsageError("--serve serves a config, --scenario plays a built-in one; pick one")
+    if not 0 <= args.port <= 65535:
+        raise UsageError(f"--port {args.port}: expected 0 (a free port) to 65535")
+    return serve_config(args.config, args.port)

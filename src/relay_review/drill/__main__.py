@@ -1,35 +1,18 @@
-"""``python -m relay_review.drill --serve --config FILE``: the fault fleet in its own process."""
+"""``python -m relay_review.drill --serve --config FILE``: the fault fleet in its own process.
+
+The same as ``relay-review drill --serve --config FILE`` (:mod:`relay_review.drill.serve`),
+kept for scripts that call the module.
+"""
 
 from __future__ import annotations
 
 import argparse
-import asyncio
-import contextlib
-import json
 import logging
-import signal
 import sys
-import tomllib
 from collections.abc import Sequence
 from pathlib import Path
 
-from relay_review.drill.fleet import FaultFleet, load_config
-
-
-async def _serve_forever(fleet: FaultFleet) -> None:
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError):
-            loop.add_signal_handler(sig, stop.set)
-    async with fleet:
-        ready = {
-            "port": fleet.port,
-            "url": fleet.root_url,
-            "accounts": {name: fleet.base_url(name) for name in fleet.accounts},
-        }
-        print(json.dumps(ready), flush=True)
-        await stop.wait()
+from relay_review.drill.serve import serve_config
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -51,13 +34,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         format="%(levelname)s %(name)s: %(message)s",
         stream=sys.stderr,
     )
-    try:
-        fleet = FaultFleet.from_config(load_config(args.config), port=args.port)
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
-        print(f"drill: bad config {args.config}: {exc}", file=sys.stderr)
-        return 2
-    asyncio.run(_serve_forever(fleet))
-    return 0
+    return serve_config(args.config, args.port)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
-from relay_review.render import attempt_timeline, readiness_table
+import textwrap
+
+from relay_review.render import TEXT_WIDTH, attempt_timeline, plain, readiness_table
+
+
+def _seconds(value: float | None) -> str:
+    return "-" if value is None else f"{value:.2f}s"
 
 
 def format_drill(result: dict) -> str:
-    """The drill's report for people."""
+    """The drill's report for people (plain text, at most :data:`TEXT_WIDTH` columns)."""
     lines = [
-        f"scenario {result['scenario']}: {result['description']}",
+        *textwrap.wrap(f"scenario {result['scenario']}: {result['description']}", TEXT_WIDTH),
         "",
         readiness_table(
             result["catalog"]["selected"],
@@ -21,10 +27,13 @@ def format_drill(result: dict) -> str:
         "",
     ]
     if result["served_by"]:
-        lines.append(f"served by {result['served_by']['agent_id']}: {result['reply']!r}")
+        served = f"served by {result['served_by']['agent_id']}: {plain(result['reply'], 300)!r}"
+        lines += textwrap.wrap(served, TEXT_WIDTH)
+        ratio = result["ratio"]
         lines.append(
-            f"time to reply {result['time_to_reply_s']:.2f}s; healthy route direct "
-            f"{result['direct_latency_s']:.2f}s; ratio {result['ratio']:.2f}"
+            f"time to reply {_seconds(result['time_to_reply_s'])}; healthy route direct "
+            f"{_seconds(result['direct_latency_s'])}; ratio "
+            + ("-" if ratio is None else f"{ratio:.2f}")
         )
     else:
         lines.append(
