@@ -360,6 +360,10 @@ class ReportFinding(_Row):
     end_line: int | None = None
     suggestion: str | None = None
     replaces: list[str] = Field(default_factory=list)
+    #: Its identity across pushes (:mod:`relay_review.review.fingerprint`): path, cited text
+    #: and kind, not the line number; ``cited`` is the cited lines' hash (``<hex>:<lines>``).
+    fingerprint: str | None = None
+    cited: str | None = None
 
 
 class UnverifiedFinding(_Row):
