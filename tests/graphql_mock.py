@@ -143,9 +143,12 @@ class GraphQLMock:
     def find(self, node_id: str) -> Thread | None:
         return next((t for t in self.all_threads() if t.node_id == node_id), None)
 
-    def mutations(self, name: str) -> list[Request]:
+    def mutations(self, name: str, since: int = 0) -> list[Request]:
+        """The ``name`` mutations received (from request number ``since`` on)."""
         return [
-            r for r in self.requests if name in r.query and r.query.lstrip().startswith("mutation")
+            r
+            for r in self.requests[since:]
+            if name in r.query and r.query.lstrip().startswith("mutation")
         ]
 
     # --- shapes the executor reads ---------------------------------------------------------

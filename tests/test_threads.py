@@ -169,7 +169,17 @@ def test_unrepeated_finding_with_unchanged_lines_stays_open() -> None:
 
 def test_a_thread_we_resolved_counts_as_fixed() -> None:
     (a,) = findings(index(), 2)
-    done = our_thread(a, resolved=True, resolved_by="github-actions", resolved_by_type="Bot")
+    said = ThreadComment(
+        body=f"relay-review: fixed in `{HEAD2[:12]}`: ...",
+        author="github-actions",
+        author_type="Bot",
+    )
+    # resolvedBy is a User in GitHub's schema: our own reply is what proves we closed it
+    done = our_thread(
+        a, resolved=True, resolved_by="github-actions", resolved_by_type="User", replies=(said,)
+    )
+    assert done.closed_by_us(BOT_REST)
+    assert dismissal(done, BOT_REST, ALLOWED, TRIGGER, {"github-actions": "OWNER"}) is None
     p = run_plan([], [done], idx=index(a="safe()"))
     assert not p.close
     assert p.counts()["fixed"] == 1
@@ -207,6 +217,11 @@ def test_a_commenter_without_the_association_cannot_dismiss() -> None:
     )
     t2 = our_thread(a, replies=(ours_reply,))
     assert dismissal(t2, BOT_REST, ALLOWED, TRIGGER, {}) is None
+    forged = ThreadComment(
+        body="relay-review: fixed in `x`", author="github-actions", author_type="User"
+    )
+    by_user = our_thread(a, resolved=True, resolved_by="maint", replies=(forged,))
+    assert not by_user.closed_by_us(BOT_REST)  # a user's look-alike reply proves nothing
     resolved = our_thread(a, resolved=True, resolved_by="stranger", resolved_by_type="User")
     assert dismissal(resolved, BOT_REST, ALLOWED, TRIGGER, {"stranger": "NONE"}) is None
     p = run_plan([a], [resolved], known={"stranger": "NONE"})

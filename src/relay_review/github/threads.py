@@ -57,6 +57,8 @@ _MARKER = re.compile(
 )
 #: Words of a maintainer's reply that dismiss the finding (besides ``<trigger> dismiss``).
 DISMISS_WORDS = ("won't fix", "won’t fix", "wont fix", "false positive")
+#: How our replies that close a thread start (:func:`_reply`).
+CLOSING_PREFIXES = ("relay-review: fixed in `", "relay-review: code changed in `")
 #: Longest text kept of a GraphQL string field we read (bodies are hostile and unbounded).
 MAX_BODY_CHARS = 65_536
 
@@ -114,6 +116,15 @@ class Thread(BaseModel):
     path: str = ""
     line: int | None = None
     comments: tuple[ThreadComment, ...] = ()
+
+    def closed_by_us(self, bot: str) -> bool:
+        """Resolved after our own "fixed in" / "code changed" reply. ``resolvedBy`` is typed
+        ``User`` in GitHub's schema, so it cannot prove a bot resolved it; our reply can (a
+        comment's author is an ``Actor`` with its ``__typename``)."""
+        return self.resolved and any(
+            same_actor(bot, c.author_type, c.author) and c.body.startswith(CLOSING_PREFIXES)
+            for c in self.comments[1:]
+        )
 
     def ours(self, bot: str) -> tuple[str, str, str] | None:
         """The marker of our first comment (marker **and** our bot as its author), else None."""
@@ -246,10 +257,16 @@ def dismissal(
             if kind != "Bot" and known.get(login.casefold(), "") in allowed:
                 return "👎"
     by = thread.resolved_by or ""
-    by_us = same_actor(bot, thread.resolved_by_type, by)
-    if thread.resolved and by and not by_us and thread.resolved_by_type != "Bot":
-        return "resolved" if known.get(by.casefold(), "") in allowed else None
-    return None
+    if not thread.resolved or not by or thread.closed_by_us(bot):
+        return None
+    if thread.resolved_by_type == "Bot" or by.casefold() in _bot_names(bot):
+        return None
+    return "resolved" if known.get(by.casefold(), "") in allowed else None
+
+
+def _bot_names(bot: str) -> set[str]:
+    name = bot.casefold()
+    return {name, name.removesuffix("[bot]")}
 
 
 # --- the plan -------------------------------------------------------------------------------
@@ -357,11 +374,7 @@ def plan(
 
     def live(fp: str) -> list[tuple[Thread, str, str]]:
         """Our threads for ``fp`` still standing (not resolved by us)."""
-        return [
-            g
-            for g in ours.get(fp, [])
-            if not (g[0].resolved and same_actor(bot, g[0].resolved_by_type, g[0].resolved_by))
-        ]
+        return [g for g in ours.get(fp, []) if not g[0].closed_by_us(bot)]
 
     current: dict[str, int] = {}
     for i, f in enumerate(findings):
