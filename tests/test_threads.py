@@ -343,3 +343,138 @@ def test_a_refused_batch_falls_back_to_at_most_n_single_comments(github_mock: Mo
     assert len(github_mock.calls("POST", "/pulls/7/comments$")) == 3
     past = post_review(repo, 7, HEAD1, "body", comments, deadline=time.monotonic() - 1)
     assert past.posted == [] and {r.reason for r in past.refused} == {"the run's deadline passed"}
+
+
+# --- the story in the sticky comment, suggestions kept, memory ------------------------------
+
+
+def story_report() -> Any:
+    from relay_review.models import Decision, RunReport, Verdict
+
+    hostile = "app.py<!-- x --> @team $x$"
+    report = RunReport(
+        verdict=Verdict(
+            decision=Decision.COMMENT,
+            findings=[
+                ReportFinding(
+                    path="app.py",
+                    line=3,
+                    severity="medium",
+                    message="cursor",
+                    state="open",
+                    first_seen=HEAD1[:12],
+                ),
+                ReportFinding(path="app.py", line=9, severity="low", message="new", state="new"),
+            ],
+        )
+    )
+    report.lifecycle = {
+        "counts": {"new": 1, "open": 1, "fixed": 1, "dismissed": 1},
+        "earlier": [
+            {
+                "path": "app.py",
+                "line": 2,
+                "state": "fixed",
+                "first_seen": HEAD1[:12],
+                "how": "fixed",
+            },
+            {"path": hostile, "line": None, "state": "dismissed", "first_seen": "", "how": "👎"},
+        ],
+    }
+    return report
+
+
+def test_the_sticky_comment_tells_the_story() -> None:
+    from relay_review.render import comment_markdown
+
+    body = comment_markdown(story_report())
+    assert (
+        "**Across pushes:** 1 new since the last push · 1 still open · 1 fixed · 1 dismissed"
+        in body
+    )
+    assert f"_(still open, first seen at `{HEAD1[:12]}`)_" in body
+    assert "_(new since the last push)_" in body
+    assert f"`app.py:2`: **fixed**, first seen at `{HEAD1[:12]}`" in body
+    assert "**dismissed** (👎)" in body
+    assert "<!-- x -->" not in body  # a hostile path stays inert (inside a code span)
+    short = comment_markdown(story_report(), limit=900)
+    assert "**Across pushes:**" in short
+
+
+def test_line_comments_keep_their_suggestion_and_end_with_the_marker(
+    github_mock: MockGitHub,
+) -> None:
+    from relay_review.github.log import Secrets
+    from relay_review.github.publish import post_line_comments
+
+    class Event:
+        number, head_sha = 7, HEAD1
+
+    f = {
+        "path": "app.py",
+        "line": 2,
+        "end_line": 3,
+        "side": "RIGHT",
+        "severity": "high",
+        "message": "bind the parameter, not sk-secret-0123456789",
+        "suggestion": "query = 'SELECT 1'\nrows = db.execute(query, (name,))",
+        "replaces": [BUG_A, BUG_B],
+        "fingerprint": "f1-" + "a" * 20,
+        "cited": "b" * 20 + ":2",
+        "first_seen": HEAD1[:12],
+    }
+    secrets = Secrets()
+    secrets.add(["sk-secret-0123456789"])
+    repo = github_mock.client().get_repo("octocat/Hello-World")
+    out = post_line_comments(repo, Event(), [f], secrets)  # type: ignore[arg-type]
+    assert out["posted"] == 1
+    (call,) = github_mock.calls("POST", "/pulls/7/reviews$")
+    (comment,) = call.body["comments"]
+    assert (comment["start_line"], comment["line"]) == (2, 3)
+    assert (
+        "```suggestion\nquery = 'SELECT 1'\nrows = db.execute(query, (name,))\n```"
+        in (comment["body"])
+    )
+    assert comment["body"].endswith(marker(f["fingerprint"], f["cited"], HEAD1))
+    assert "sk-secret-0123456789" not in comment["body"]
+
+
+def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
+    from relay_review.state.memory import FindingMemo, Memory, decode, encode
+
+    old = decode(b'{"version":1,"routes":{},"accounts":{},"chunks":{}}')
+    assert old.findings == {}  # a record written before findings were kept still reads
+    memo = FindingMemo(
+        path="app.py", cited="c" * 20 + ":1", first="abc", state="dismissed", at=1, until=10
+    )
+    m = Memory(
+        findings={f"o/r#2:f1-{i:020x}": memo.model_copy(update={"at": i}) for i in range(300)}
+    )
+    assert m.fresh(5).findings and not m.fresh(11).findings
+    data = encode(m, 4096)
+    assert len(data) <= 4096
+    kept = decode(data).findings
+    assert kept and len(kept) < 300
+    assert min(v.at for v in kept.values()) > 0  # the oldest went first
+    with pytest.raises(ValueError):
+        FindingMemo(path="x", state="gone", at=1, until=2)  # type: ignore[arg-type]
+
+
+def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
+    from relay_review.state.memory import FindingMemo, Memory
+    from relay_review.state.redis_store import RedisStore
+
+    now = time.time()
+    memo = FindingMemo(
+        path="app.py",
+        cited="c" * 20 + ":1",
+        first="abc",
+        state="dismissed",
+        how="👎",
+        at=now,
+        until=now + 60,
+    )
+    store = RedisStore(redis_server.url, prefix="t24:")
+    store.save(Memory(findings={"o/r#2:f1-" + "d" * 20: memo}))
+    again = RedisStore(redis_server.url, prefix="t24:").load()
+    assert again.findings == {"o/r#2:f1-" + "d" * 20: memo}
