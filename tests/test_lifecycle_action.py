@@ -44,21 +44,21 @@ SAFE_LINE = 'query = "SELECT * FROM users WHERE name = %s"'
 ROWS_LINE = "rows = db.execute(query)"
 
 
-def patch(line11: str) -> str:
+def patch(line11: str, line13: str = "if rows:") -> str:
     return (
         "@@ -10,4 +10,6 @@ def login(request):\n"
         '     user = find_user(request.form["name"])\n'
         '-    if user.check(request.form["password"]):\n'
         f"+    {line11}\n"
         f"+    {ROWS_LINE}\n"
-        "+    if rows:\n"
+        f"+    {line13}\n"
         "         return ok(user)\n"
         "     return denied()"
     )
 
 
-def files(line11: str) -> list[dict[str, Any]]:
-    return [api_file("app/auth.py", "modified", patch(line11), 3, 1)]
+def files(line11: str, line13: str = "if rows:") -> list[dict[str, Any]]:
+    return [api_file("app/auth.py", "modified", patch(line11, line13), 3, 1)]
 
 
 #: What the model says, per push (the test sets it before each run).
@@ -207,3 +207,37 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     assert FLEET_KEY not in body
     # every GraphQL document sent was valid for GitHub's schema (the fixture checks it too)
     assert gql.requests and not gql.problems
+
+
+def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_action(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    assert len(reviews_posted(github_mock)) == 1
+    github_creates_threads(gql, github_mock)
+
+    # the next push: GitHub's GraphQL answers 502; a third finding appears
+    next_push(github_mock, overlay, gql, SHA2)
+    github_mock.stub("POST", "^/graphql$", 502, {"message": "Server Error"}, times=None)
+    extra = finding(13, "if rows.count():", "low", "count() runs a second query.")
+    VERDICT.update(findings=[SQL, CURSOR, extra])
+    two = run_action(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2),
+        files=files(QUERY_LINE, "if rows.count():"),
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert "review threads could not be read" in two.stdout
+    (review,) = reviews_posted(github_mock)
+    assert [c["line"] for c in review["comments"]] == [13]  # only the new one
+    assert two.report is not None
+    assert [f["state"] for f in two.report["findings"]] == ["open", "open", "new"]
+    assert two.report["lifecycle"]["threads"] == "unreadable"
+    assert not any(t.resolved for t in gql.all_threads())
