@@ -125,7 +125,9 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     marks = [parse_marker(c["body"]) for c in review["comments"]]
     assert [m and m[0] for m in marks] == [f["fingerprint"] for f in one.report["findings"]]
     assert all(m and m[2] == SHA[:12] for m in marks)
-    assert "**Across pushes:** 2 new since the last push · 0 still open" in sticky(overlay)
+    first_body = sticky(overlay)
+    assert "**Across pushes:**" not in first_body  # nothing to tell on a first push
+    assert first_body.count(f"_(new since the last push, first seen at `{SHA[:12]}`)_") == 2
     github_creates_threads(gql, github_mock)
     sql_thread, cursor_thread = gql.all_threads()
 

@@ -167,6 +167,38 @@ def test_unrepeated_finding_with_unchanged_lines_stays_open() -> None:
     assert p.entries[a["fingerprint"]].line == 4  # where its lines are now
 
 
+def test_a_thread_on_a_file_not_reviewed_this_run_is_left_open() -> None:
+    (a,) = findings(index(), 2)
+    changed = index(a="safe()")
+    p = plan(
+        [],
+        [our_thread(a)],
+        {},
+        changed,
+        head_sha=HEAD2,
+        bot=BOT_REST,
+        allowed=ALLOWED,
+        trigger=TRIGGER,
+        reviewed=frozenset(),  # its chunk failed: no model saw app.py this run
+    )
+    assert p.close == [] and p.entries[a["fingerprint"]].state == "open"
+    gone = DiffIndex.from_diff(
+        "diff --git a/x.py b/x.py\n--- a/x.py\n+++ b/x.py\n@@ -1,1 +1,2 @@\n x\n+y\n"
+    )
+    p2 = plan(
+        [],
+        [our_thread(a)],
+        {},
+        gone,
+        head_sha=HEAD2,
+        bot=BOT_REST,
+        allowed=ALLOWED,
+        trigger=TRIGGER,
+        reviewed=frozenset({"x.py"}),
+    )
+    assert [c.how for c in p2.close] == ["fixed"]  # the file left the pull request's diff
+
+
 def test_a_thread_we_resolved_counts_as_fixed() -> None:
     (a,) = findings(index(), 2)
     said = ThreadComment(
@@ -399,6 +431,9 @@ def test_the_sticky_comment_tells_the_story() -> None:
     assert "<!-- x -->" not in body  # a hostile path stays inert (inside a code span)
     short = comment_markdown(story_report(), limit=900)
     assert "**Across pushes:**" in short
+    first_push = story_report()
+    first_push.lifecycle = {"counts": {"new": 2, "open": 0, "fixed": 0, "dismissed": 0}}
+    assert "Across pushes" not in comment_markdown(first_push)
 
 
 def test_line_comments_keep_their_suggestion_and_end_with_the_marker(

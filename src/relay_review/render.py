@@ -315,6 +315,8 @@ def _lifecycle_section(report: RunReport) -> Section | None:
         f"{n('fixed')} fixed · {n('dismissed')} dismissed"
     )
     earlier = [e for e in life.get("earlier") or [] if isinstance(e, Mapping)]
+    if not (earlier or n("open") or n("fixed") or n("dismissed")):
+        return None  # a first push: every finding is new, nothing to tell yet
     if not earlier:
         return ("lifecycle", head, head)
     rows = []

@@ -37,7 +37,7 @@ from relay_review.github.threads import Known, Plan, Thread, associations, read_
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
 from relay_review.github.threads import plan as plan_lifecycle
-from relay_review.models import Decision, NotPosted, RunReport
+from relay_review.models import Decision, NotPosted, ReviewStatus, RunReport
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.state.memory import FindingMemo, Memory
@@ -121,9 +121,11 @@ def publish(
     published = Published()
     if _head_moved(repo, event, secrets, published):
         return published
+    author = resolve_author(gh, inputs.comment_author)
     story = None
-    if lifecycle is not None:
-        story = _story(gh, event, inputs, report, lifecycle)
+    # no verdict (no route served): nothing is known of the findings; leave threads and memory
+    if lifecycle is not None and report.decision != Decision.UNAVAILABLE:
+        story = _story(gh, event, inputs, report, lifecycle, author)
         if story.state_line is not None:
             state_line = story.state_line
     # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
@@ -134,7 +136,7 @@ def publish(
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
     if state_line:
         body = body.rstrip("\n") + "\n" + state_line + "\n"
-    if not _post_sticky(gh, repo, event, inputs, body, secrets, budget, published):
+    if not _post_sticky(repo, event, author, body, secrets, budget, published):
         return published
     findings = clean.get("findings") or []
     if inputs.inline_comments:
@@ -154,7 +156,12 @@ def publish(
 
 
 def _story(
-    gh: Any, event: PullRequestEvent, inputs: ActionInputs, report: RunReport, life: Lifecycle
+    gh: Any,
+    event: PullRequestEvent,
+    inputs: ActionInputs,
+    report: RunReport,
+    life: Lifecycle,
+    bot: str,
 ) -> _Story:
     """Read our threads (with inline comments on), plan the findings' lifecycle, mark the
     report's findings with their state, and keep the states in memory (one more save)."""
@@ -164,7 +171,6 @@ def _story(
         for k, v in life.memory.findings.items()
         if k.startswith(scope)
     }
-    bot = resolve_author(gh, inputs.comment_author)
     threads: list[Thread] | None = []
     read_error = None
     if inputs.inline_comments:
@@ -188,6 +194,7 @@ def _story(
         allowed=frozenset(inputs.author_associations),
         trigger=inputs.trigger,
         known=associations(threads or (), extra),
+        reviewed=frozenset(f.path for f in report.files if f.status == ReviewStatus.REVIEWED),
     )
     report.verdict.findings = [
         f.model_copy(update={"state": state, "first_seen": first})
@@ -271,10 +278,9 @@ def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published:
 
 
 def _post_sticky(
-    gh: Any,
     repo: Any,
     event: PullRequestEvent,
-    inputs: ActionInputs,
+    author: str,
     body: str,
     secrets: Secrets,
     budget: WaitBudget | None,
@@ -283,7 +289,6 @@ def _post_sticky(
     """Create or update the sticky comment; ``False`` (and ``published`` says why) when it was
     not posted: refused, failed, rate-limited, or a newer head's run owns it."""
     try:
-        author = resolve_author(gh, inputs.comment_author)
         sticky = upsert_sticky(
             repo, event.number, body, author=author, head_sha=event.head_sha, budget=budget
         )

@@ -348,10 +348,13 @@ def plan(
     allowed: frozenset[str],
     trigger: str,
     known: Mapping[str, str] | None = None,
+    reviewed: frozenset[str] | None = None,
 ) -> Plan:
     """Decide what to post, what to close and each finding's state (module docs). ``threads``
     ``None``: they could not be read; then memory alone says what was seen before, and a finding
-    it knows as open is not posted again (no duplicates when GitHub is not sure)."""
+    it knows as open is not posted again (no duplicates when GitHub is not sure). ``reviewed``:
+    the paths a model reviewed this run (``None``: all); a thread on a file still in the diff
+    but not reviewed (its chunk failed, or it is excluded now) is left open, never closed."""
     head12 = head_sha[:12].lower()
     known = known if known is not None else associations(threads or ())
     out = Plan()
@@ -412,8 +415,9 @@ def plan(
             out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, "fixed", cited)
             continue
         at = still_cited(index, thread.path, cited)
-        if at is not None:
-            out.entries[fp] = Entry(fp, thread.path, at, "open", first, "", cited)
+        unreviewed = reviewed is not None and thread.path not in reviewed
+        if at is not None or (unreviewed and index.file(thread.path) is not None):
+            out.entries[fp] = Entry(fp, thread.path, at or thread.line, "open", first, "", cited)
             continue
         how: Literal["fixed", "code changed"] = (
             "code changed" if (thread.path, thread.line) in new_at else "fixed"
