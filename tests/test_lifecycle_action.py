@@ -23,6 +23,7 @@ from action_harness import (
     NUMBER,
     QUERY_LINE,
     REPO,
+    SECRETS,
     SHA,
     api_file,
     finding,
@@ -209,6 +210,11 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     assert FLEET_KEY not in body
     # every GraphQL document sent was valid for GitHub's schema (the fixture checks it too)
     assert gql.requests and not gql.problems
+    # no secret in anything sent to GitHub's GraphQL API or kept in its threads
+    sent = json.dumps([[r.query, r.variables] for r in gql.requests])
+    kept = json.dumps([[c.body for c in t.comments] for t in gql.all_threads()])
+    for secret in SECRETS:
+        assert secret not in sent and secret not in kept and secret not in body
 
 
 def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
