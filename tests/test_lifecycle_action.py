@@ -249,3 +249,42 @@ def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     assert [f["state"] for f in two.report["findings"]] == ["open", "open", "new"]
     assert two.report["lifecycle"]["threads"] == "unreadable"
     assert not any(t.resolved for t in gql.all_threads())
+
+
+def test_no_verdict_leaves_threads_and_memory_alone(
+    tmp_path: Path, github_mock: MockGitHub
+) -> None:
+    from relay_review.drill import FaultFleet
+
+    overlay = github_mock.comments_overlay(SHA2)
+    gql = github_mock.graphql
+    # our thread from an earlier push, whose cited lines are not in this push's diff
+    gql.add_thread(
+        REPO,
+        NUMBER,
+        "app/auth.py",
+        11,
+        "x\n\n<!-- relay-review:finding f1-"
+        + "a" * 20
+        + " "
+        + "b" * 20
+        + ":1 "
+        + SHA[:12]
+        + " -->",
+    )
+    accounts = {"down": {"models": {"down/broken": "503"}, "api_key": FLEET_KEY}}
+    with FaultFleet(accounts, reply=reply) as broken:
+        inputs = {
+            "policy": policy_toml(broken, "down", head=FAST),
+            "inline-comments": "true",
+            "on-unavailable": "pass",
+        }
+        run = run_action(
+            tmp_path, github_mock, inputs, payload=pr_payload(head_sha=SHA2), files=files(SAFE_LINE)
+        )
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.report is not None and run.report["decision"] == "unavailable"
+    assert gql.requests == []  # no verdict: nothing is known of the findings
+    assert not gql.all_threads()[0].resolved
+    assert "lifecycle" not in run.report or run.report["lifecycle"] is None
+    assert overlay.comments(REPO, NUMBER)  # the sticky comment (with the routes) is posted
