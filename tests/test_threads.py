@@ -199,6 +199,19 @@ def test_a_thread_on_a_file_not_reviewed_this_run_is_left_open() -> None:
     assert [c.how for c in p2.close] == ["fixed"]  # the file left the pull request's diff
 
 
+def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() -> None:
+    text = (
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
+        "@@ -1,3 +1,2 @@\n ctx = 1\n-check(password)\n keep = 2\n"
+    )
+    removed = DiffIndex.from_diff(text)
+    raw = [ReportFinding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
+    (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, removed)]
+    assert f["fingerprint"]
+    p = run_plan([], [our_thread(f)], idx=removed)
+    assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
+
+
 def test_a_thread_we_resolved_counts_as_fixed() -> None:
     (a,) = findings(index(), 2)
     said = ThreadComment(

@@ -375,6 +375,10 @@ def plan(
     for fp, group in ours.items():
         first_of.setdefault(fp, group[0][2])
 
+    def not_seen(path: str) -> bool:
+        """Still in the diff, but no model reviewed it this run: nothing is known of it."""
+        return reviewed is not None and path not in reviewed and index.file(path) is not None
+
     def live(fp: str) -> list[tuple[Thread, str, str]]:
         """Our threads for ``fp`` still standing (not resolved by us)."""
         return [g for g in ours.get(fp, []) if not g[0].closed_by_us(bot)]
@@ -414,9 +418,8 @@ def plan(
         if not standing:
             out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, "fixed", cited)
             continue
-        at = still_cited(index, thread.path, cited)
-        unreviewed = reviewed is not None and thread.path not in reviewed
-        if at is not None or (unreviewed and index.file(thread.path) is not None):
+        at = _still(index, thread.path, cited)
+        if at is not None or not_seen(thread.path):
             out.entries[fp] = Entry(fp, thread.path, at or thread.line, "open", first, "", cited)
             continue
         how: Literal["fixed", "code changed"] = (
@@ -430,11 +433,17 @@ def plan(
             continue
         if k.state in ("dismissed", "fixed"):
             out.entries[fp] = Entry(fp, k.path, None, k.state, k.first, k.how, k.cited)  # type: ignore[arg-type]
-        elif (at := still_cited(index, k.path, k.cited)) is not None:
+        elif (at := _still(index, k.path, k.cited)) is not None or not_seen(k.path):
             out.entries[fp] = Entry(fp, k.path, at, "open", k.first, "", k.cited)
         else:
             out.entries[fp] = Entry(fp, k.path, None, "fixed", k.first, "fixed", k.cited)
     return out
+
+
+def _still(index: DiffIndex, path: str, cited: str) -> int | None:
+    """Where the cited lines are now, on either side (a finding may cite removed lines)."""
+    at = still_cited(index, path, cited)
+    return at if at is not None else still_cited(index, path, cited, "LEFT")
 
 
 # --- acting on it ---------------------------------------------------------------------------
