@@ -57,6 +57,8 @@ from typing import Any
 
 import pytest
 
+from graphql_mock import GraphQLMock
+
 ROOT = Path(__file__).resolve().parent.parent
 TOOLS = ROOT / "tools" / "test"
 PRISM_BIN = TOOLS / "node_modules" / ".bin" / "prism"
@@ -182,6 +184,8 @@ class MockGitHub:
         self.overlay: CommentsOverlay | None = None
         #: Bumped by :meth:`reset`: a late answer (a ``delay``) is not logged into the next test.
         self.generation = 0
+        #: ``POST /graphql`` is answered by this GraphQL mock (schema-validated; fresh per test).
+        self.graphql = GraphQLMock()
 
     # --- per-test configuration ---------------------------------------------------------------
 
@@ -226,6 +230,7 @@ class MockGitHub:
             self.exchanges.clear()
             self.overlay = None
             self.generation += 1
+            self.graphql = GraphQLMock()
 
     def comments_overlay(self, head_sha: str) -> CommentsOverlay:
         """Turn on the stateful overlay (see :class:`CommentsOverlay`); ``head_sha`` is the
@@ -261,7 +266,8 @@ class MockGitHub:
         return found
 
     def problems(self) -> list[str]:
-        return [f"{e}: {p}" for e in self.calls() if (p := e.problem())]
+        rest = [f"{e}: {p}" for e in self.calls() if (p := e.problem())]
+        return rest + list(self.graphql.problems)
 
     def assert_clean(self) -> None:
         """Fail on any request Prism refused or could not route (see :meth:`Exchange.problem`)."""
@@ -595,6 +601,10 @@ def _make_handler(mock_ref: dict[str, Any]) -> type[BaseHTTPRequestHandler]:
                 body=body,
             )
             rule = mock._match(self.command, path)
+            if rule is None and self.command == "POST" and path == "/graphql":
+                rule = _Rule(
+                    "POST", re.compile("^/graphql$"), None, status=200, respond=mock.graphql.respond
+                )
             if rule is not None and rule.delay:
                 time.sleep(rule.delay)
             if rule is not None and rule.status is not None:

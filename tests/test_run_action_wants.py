@@ -128,7 +128,10 @@ def test_context_from_the_head_file_and_a_suggestion_inline(
     (review,) = github_mock.calls("POST", f"/pulls/{NUMBER}/reviews$")
     (comment,) = review.body["comments"]
     assert (comment["start_line"], comment["line"], comment["side"]) == (11, 12, "RIGHT")
-    assert comment["body"].endswith(f"\n\n```suggestion\n{FIX}\n```")
+    # the suggestion block is kept, followed only by the hidden finding marker (issue 24)
+    text, _, mark = comment["body"].rpartition("\n\n")
+    assert text.endswith(f"\n\n```suggestion\n{FIX}\n```")
+    assert mark.startswith("<!-- relay-review:finding f1-") and mark.endswith(" -->")
     (finding,) = run.report["findings"]  # type: ignore[index]
     assert finding["replaces"] == [f"    {QUERY_LINE}", "    rows = db.execute(query)"]
     (body,) = posted_bodies(github_mock)[:1]

@@ -366,6 +366,14 @@ class ReportFinding(_Row):
     end_line: int | None = None
     suggestion: str | None = None
     replaces: list[str] = Field(default_factory=list)
+    #: Its identity across pushes (:mod:`relay_review.review.fingerprint`): path, cited text
+    #: and kind, not the line number; ``cited`` is the cited lines' hash (``<hex>:<lines>``).
+    fingerprint: str | None = None
+    cited: str | None = None
+    #: Across pushes (set when published): ``new``, ``open`` (posted before, still there) or
+    #: ``dismissed``; and the commit (12 hex digits) it was first seen at.
+    state: str | None = None
+    first_seen: str | None = None
 
 
 class UnverifiedFinding(_Row):
@@ -514,6 +522,7 @@ ACTION_KEYS = (
     "discovery",
     "relay_review_version",
     "github",
+    "lifecycle",
     "run_elapsed_s",
     "exit_code",
 )
@@ -545,6 +554,8 @@ class RunReport(BaseModel):
     discovery: dict | None = None
     relay_review_version: str | None = None
     github: dict | None = None
+    #: The findings across pushes: counts (new, open, fixed, dismissed) and the earlier ones.
+    lifecycle: dict | None = None
     run_elapsed_s: float | None = None
     exit_code: int | None = None
 

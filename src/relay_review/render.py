@@ -408,11 +408,65 @@ def _findings_md(
     for f in findings:
         quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
         lines.append(
-            f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}: {md_text(f.message)}{quote}"
+            f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}{_state_md(f)}: "
+            f"{md_text(f.message)}{quote}"
         )
         if suggestions and f.suggestion is not None and f.replaces:
             lines.append("\n" + suggestion_diff(f.replaces, f.suggestion, indent="  "))
     return "\n".join(lines)
+
+
+#: How each state of a finding across pushes reads in the comment.
+STATE_WORDS = {
+    "new": "new since the last push",
+    "open": "still open",
+    "fixed": "fixed",
+    "dismissed": "dismissed",
+}
+
+
+def _state_md(f: ReportFinding) -> str:
+    """`` (still open, first seen at `abc`)`` when the finding's state across pushes is known."""
+    if not f.state:
+        return ""
+    word = STATE_WORDS.get(str(f.state), md_text(f.state, 20))
+    first = f", first seen at {md_code(f.first_seen, 12)}" if f.first_seen else ""
+    return f" _({word}{first})_"
+
+
+def _lifecycle_section(report: RunReport) -> Section | None:
+    """The pull request's story across pushes: counts, then the earlier findings that are not
+    in this push (fixed, dismissed, or still open though not reported again)."""
+    life = report.lifecycle
+    if not isinstance(life, Mapping):
+        return None
+    raw = life.get("counts")
+    counts: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
+
+    def n(key: str) -> int:
+        value = counts.get(key)
+        return value if isinstance(value, int) else 0
+
+    head = (
+        f"**Across pushes:** {n('new')} new since the last push · {n('open')} still open · "
+        f"{n('fixed')} fixed · {n('dismissed')} dismissed"
+    )
+    earlier = [e for e in life.get("earlier") or [] if isinstance(e, Mapping)]
+    if not (earlier or n("open") or n("fixed") or n("dismissed")):
+        return None  # a first push: every finding is new, nothing to tell yet
+    if not earlier:
+        return ("lifecycle", head, head)
+    rows = []
+    for e in earlier:
+        where = md_code(f"{e.get('path')}" + (f":{e.get('line')}" if e.get("line") else ""))
+        state = STATE_WORDS.get(str(e.get("state")), md_text(e.get("state"), 20))
+        how = e.get("how")
+        note = f" ({md_text(how, 40)})" if how and how != e.get("state") else ""
+        first = f", first seen at {md_code(e.get('first_seen'), 12)}" if e.get("first_seen") else ""
+        rows.append(f"- {where}: **{state}**{note}{first}")
+    body = "\n".join(rows)
+    full = f"{head}\n\n" + _details(f"Findings of earlier pushes ({len(earlier)})", body)
+    return ("lifecycle", full, head)
 
 
 def suggestion_block(suggestion: str) -> str:
@@ -653,6 +707,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
     parts = (
         _head_section(report),
         _findings_section(report),
+        _lifecycle_section(report),
         _unverified_section(report),
         _files_section(report),
         _reused_section(report),
@@ -664,7 +719,16 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
 
 
 #: Which parts give way first when the comment is too long.
-TRUNCATION_ORDER = ("attempts", "reused", "unverified", "files", "readiness", "findings", "head")
+TRUNCATION_ORDER = (
+    "attempts",
+    "reused",
+    "unverified",
+    "lifecycle",
+    "files",
+    "readiness",
+    "findings",
+    "head",
+)
 
 
 def comment_markdown(

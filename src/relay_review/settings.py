@@ -247,6 +247,13 @@ class GitHubPolicy(_Section):
         le=600,
         allow_inf_nan=False,
     )
+    single_comments: int = _opt(
+        10,
+        "a whole number from 0 to 100 (line comments posted one by one when GitHub refuses "
+        "the review with 422)",
+        ge=0,
+        le=100,
+    )
 
 
 class MemoryPolicy(_Section):
@@ -257,6 +264,7 @@ class MemoryPolicy(_Section):
     Retry-After (with one: until it ends). ``timeout``: the first cooldown of a silent route,
     doubled on each repeat up to ``timeout_max``. ``server_error``: a 5xx or refused connection.
     ``review``: a reviewed chunk's verified findings are reused while its content is unchanged.
+    ``findings``: a finding's state across pushes (first seen, fixed, dismissed).
     """
 
     proven: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
@@ -266,6 +274,8 @@ class MemoryPolicy(_Section):
     timeout_max: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
     server_error: float = _opt(60.0, "a number of seconds > 0", **_SECONDS)
     review: float = _opt(14 * 86400.0, "a number of seconds > 0", **_SECONDS)
+    #: A finding's state across pushes (first seen, fixed, dismissed), by fingerprint.
+    findings: float = _opt(90 * 86400.0, "a number of seconds > 0", **_SECONDS)
 
 
 class Policy(_Section):

@@ -254,6 +254,10 @@ _BIDI = re.compile("[\u202a-\u202e\u2066-\u2069]")
 HIDDEN_PREFIX = "<!-- relay-review"
 _HEAD_LINE = re.compile(r"<!-- relay-review:head [0-9a-f]{7,64} -->")
 _STATE_LINE = re.compile(r"\n<!-- relay-review:state v\d+ [A-Za-z0-9+/=]* -->\n?\Z")
+#: A line comment's last line: our finding marker (hex digits only; see github/threads.py).
+_FINDING_LINE = re.compile(
+    r"\n\n<!-- relay-review:finding f1-[0-9a-f]{20} [0-9a-f]{20}:\d{1,3} [0-9a-f]{7,40} -->\Z"
+)
 ALLOWED_TAGS = ("<details>", "<summary>", "</summary>", "</details>", "<sub>", "</sub>")
 ZWSP = "\u200b"
 
@@ -342,6 +346,7 @@ def markdown_problems(body: str, marker: str | None = MARKER) -> list[str]:
         if _HEAD_LINE.fullmatch(first):
             text = rest
         text = _STATE_LINE.sub("\n", text)  # our memory payload, last (base64 only)
+    text = _FINDING_LINE.sub("", text)  # a line comment's finding marker, last (hex only)
     if HIDDEN_PREFIX in text:
         problems.append(f"{HIDDEN_PREFIX!r} occurs {text.count(HIDDEN_PREFIX)} times in the body")
     depth = 0

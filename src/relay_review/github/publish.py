@@ -11,7 +11,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -31,9 +32,15 @@ from relay_review.github.errors import GitHubEdgeError, GitHubRateLimited
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import Secrets, say
 from relay_review.github.pr import head_sha
-from relay_review.github.review import LineComment, post_review
-from relay_review.models import Decision, NotPosted, RunReport
+from relay_review.github.review import DEFAULT_MAX_SINGLE, LineComment, post_review
+from relay_review.github.threads import Known, Plan, Thread, associations, read_threads
+from relay_review.github.threads import close as close_threads
+from relay_review.github.threads import marker as finding_marker
+from relay_review.github.threads import plan as plan_lifecycle
+from relay_review.models import Decision, NotPosted, ReviewStatus, RunReport
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
+from relay_review.review.diff import DiffIndex
+from relay_review.state.memory import FindingMemo, Memory
 
 log = logging.getLogger("relay_review.publish")
 
@@ -65,6 +72,35 @@ class Published:
         }
 
 
+@dataclass
+class Lifecycle:
+    """What publishing needs to carry findings across pushes (see :mod:`.threads`): the diff
+    (are a thread's cited lines still there?), the memory record as the review left it, and
+    how to keep it (``save`` returns the sticky comment's state line for the ``comment`` store)."""
+
+    index: DiffIndex
+    memory: Memory
+    save: Callable[[Memory], str | None]
+    #: ``github.single_comments``: single line comments after a batch refused with 422.
+    single_comments: int = DEFAULT_MAX_SINGLE
+    #: ``memory.findings``: how long a finding's state is remembered (seconds).
+    ttl: float = 90 * 86400.0
+    #: The run's deadline (monotonic): no thread is replied to or resolved past it.
+    deadline: float | None = None
+    clock: Callable[[], float] = time.time
+
+
+#: Most findings of one pull request kept in memory (the record must stay small).
+MAX_REMEMBERED_FINDINGS = 200
+
+
+@dataclass
+class _Story:
+    plan: Plan
+    state_line: str | None
+    read_error: str | None = None
+
+
 def publish(
     gh: Any,
     repo: Any,
@@ -74,14 +110,24 @@ def publish(
     secrets: Secrets,
     budget: WaitBudget | None = None,
     state_line: str | None = None,
+    lifecycle: Lifecycle | None = None,
 ) -> Published:
     """Post the sticky comment (and line comments) unless the head moved; never raises for
     GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
     GitHub rate limit may make us wait before the one retry. ``state_line``: the memory
-    payload (a hidden line, the ``comment`` state store) put at the end of the comment."""
+    payload (a hidden line, the ``comment`` state store) put at the end of the comment.
+    ``lifecycle``: carry findings across pushes (post each once, close our fixed threads,
+    honour dismissals); the report's findings then say their state, and memory keeps it."""
     published = Published()
     if _head_moved(repo, event, secrets, published):
         return published
+    author = resolve_author(gh, inputs.comment_author)
+    story = None
+    # no verdict (no route served): nothing is known of the findings; leave threads and memory
+    if lifecycle is not None and report.decision != Decision.UNAVAILABLE:
+        story = _story(gh, event, inputs, report, lifecycle, author)
+        if story.state_line is not None:
+            state_line = story.state_line
     # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
     # after (the rendered text as a whole).
     clean = secrets.redact_data(report.to_json())
@@ -90,12 +136,124 @@ def publish(
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
     if state_line:
         body = body.rstrip("\n") + "\n" + state_line + "\n"
-    if not _post_sticky(gh, repo, event, inputs, body, secrets, budget, published):
+    if not _post_sticky(repo, event, author, body, secrets, budget, published):
         return published
     findings = clean.get("findings") or []
-    if inputs.inline_comments and findings:
-        published.review = post_line_comments(repo, event, findings, secrets)
+    if inputs.inline_comments:
+        chosen = findings if story is None else [findings[i] for i in story.plan.post]
+        single = lifecycle.single_comments if lifecycle else DEFAULT_MAX_SINGLE
+        deadline = lifecycle.deadline if lifecycle else None
+        if chosen:
+            published.review = post_line_comments(
+                repo, event, chosen, secrets, max_single=single, deadline=deadline
+            )
+        if story is not None:
+            published.review = {
+                **(published.review or {"mode": "none", "posted": 0}),
+                **_threads_json(gh, story, deadline, secrets, len(findings) - len(chosen)),
+            }
     return published
+
+
+def _story(
+    gh: Any,
+    event: PullRequestEvent,
+    inputs: ActionInputs,
+    report: RunReport,
+    life: Lifecycle,
+    bot: str,
+) -> _Story:
+    """Read our threads (with inline comments on), plan the findings' lifecycle, mark the
+    report's findings with their state, and keep the states in memory (one more save)."""
+    scope = f"{event.repo_full_name}#{event.number}:"
+    remembered = {
+        k[len(scope) :]: Known(v.path, v.cited, v.first, v.state, v.how)
+        for k, v in life.memory.findings.items()
+        if k.startswith(scope)
+    }
+    threads: list[Thread] | None = []
+    read_error = None
+    if inputs.inline_comments:
+        try:
+            threads = read_threads(gh, event.repo_full_name, event.number)
+        except GitHubEdgeError as exc:
+            threads, read_error = None, str(exc)
+            actions.warning(
+                f"relay-review: the review threads could not be read ({exc}); findings memory "
+                "knows as posted are not posted again, and no thread is resolved this run"
+            )
+    findings = [f.model_dump(mode="json") for f in report.verdict.findings]
+    extra = {event.user_login: event.author_association} if event.user_login else {}
+    plan = plan_lifecycle(
+        findings,
+        threads,
+        remembered,
+        life.index,
+        head_sha=event.head_sha,
+        bot=bot,
+        allowed=frozenset(inputs.author_associations),
+        trigger=inputs.trigger,
+        known=associations(threads or (), extra),
+        reviewed=frozenset(f.path for f in report.files if f.status == ReviewStatus.REVIEWED),
+    )
+    report.verdict.findings = [
+        f.model_copy(update={"state": state, "first_seen": first})
+        for f, (state, first) in zip(report.verdict.findings, plan.states, strict=True)
+    ]
+    current = {f.fingerprint for f in report.verdict.findings if f.fingerprint}
+    report.lifecycle = {
+        "counts": plan.counts(),
+        "earlier": [
+            {
+                "fingerprint": e.fingerprint,
+                "path": e.path,
+                "line": e.line,
+                "state": e.state,
+                "first_seen": e.first,
+                "how": e.how,
+            }
+            for fp, e in plan.entries.items()
+            if fp not in current
+        ],
+        "threads": "unreadable" if threads is None else len(threads),
+    }
+    now = life.clock()
+    kept = {k: v for k, v in life.memory.findings.items() if not k.startswith(scope)}
+    entries = list(plan.entries.values())[:MAX_REMEMBERED_FINDINGS]
+    for e in entries:
+        kept[scope + e.fingerprint] = FindingMemo(
+            path=e.path[:4096],
+            cited=e.cited[:40],
+            first=e.first[:64],
+            state="open" if e.state == "new" else e.state,
+            how=e.how[:40],
+            at=now,
+            until=now + life.ttl,
+        )
+    line = life.save(life.memory.model_copy(update={"findings": kept}))
+    return _Story(plan=plan, state_line=line, read_error=read_error)
+
+
+def _threads_json(
+    gh: Any, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
+) -> dict[str, Any]:
+    """Reply in and resolve our threads whose cited lines changed; what was done, as JSON."""
+    done = close_threads(gh, story.plan.close, deadline)
+    if story.plan.close:
+        say(
+            f"review threads: {len(done.closed)} resolved (cited lines changed), "
+            f"{len(done.failed)} could not be"
+        )
+    for thread_id, reason in done.failed:
+        actions.warning(
+            secrets.redact(f"relay-review: review thread {thread_id} not resolved: {reason}")
+        )
+    return {
+        "not_reposted": not_reposted,
+        "resolved": len(done.closed),
+        "resolve_failed": [{"thread": t, "reason": secrets.redact(r)} for t, r in done.failed],
+        "threads_error": secrets.redact(story.read_error) if story.read_error else None,
+    }
 
 
 def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published: Published) -> bool:
@@ -120,10 +278,9 @@ def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published:
 
 
 def _post_sticky(
-    gh: Any,
     repo: Any,
     event: PullRequestEvent,
-    inputs: ActionInputs,
+    author: str,
     body: str,
     secrets: Secrets,
     budget: WaitBudget | None,
@@ -132,7 +289,6 @@ def _post_sticky(
     """Create or update the sticky comment; ``False`` (and ``published`` says why) when it was
     not posted: refused, failed, rate-limited, or a newer head's run owns it."""
     try:
-        author = resolve_author(gh, inputs.comment_author)
         sticky = upsert_sticky(
             repo, event.number, body, author=author, head_sha=event.head_sha, budget=budget
         )
@@ -180,12 +336,23 @@ def _post_sticky(
 
 
 def post_line_comments(
-    repo: Any, event: PullRequestEvent, findings: list[Mapping[str, Any]], secrets: Secrets
+    repo: Any,
+    event: PullRequestEvent,
+    findings: list[Mapping[str, Any]],
+    secrets: Secrets,
+    *,
+    max_single: int = DEFAULT_MAX_SINGLE,
+    deadline: float | None = None,
 ) -> dict[str, Any]:
-    """Verified findings as one ``COMMENT`` review; refused ones are listed, none are lost (they
-    are all in the sticky comment)."""
+    """Verified findings as one ``COMMENT`` review, each body ending with its hidden finding
+    marker (fingerprint, cited lines, first commit); refused ones are listed, none are lost
+    (they are all in the sticky comment)."""
     comments = []
     for f in findings:
+        body = secrets.redact(line_comment_body(f))
+        fp, cited = f.get("fingerprint"), f.get("cited")
+        if isinstance(fp, str) and isinstance(cited, str):
+            body += "\n\n" + finding_marker(fp, cited, str(f.get("first_seen") or event.head_sha))
         end = f.get("end_line") if f.get("suggestion") is not None and f.get("replaces") else None
         last = int(end) if end else int(f["line"])  # a range comment is anchored at its end
         comments.append(
@@ -193,12 +360,20 @@ def post_line_comments(
                 path=f["path"],
                 line=last,
                 side=f.get("side") or "RIGHT",
-                body=secrets.redact(line_comment_body(f)),
+                body=body,
                 start_line=int(f["line"]) if last > int(f["line"]) else None,
             )
         )
     summary = f"relay-review: {len(comments)} verified finding(s); the sticky comment has the rest."
-    result = post_review(repo, event.number, event.head_sha, summary, comments)
+    result = post_review(
+        repo,
+        event.number,
+        event.head_sha,
+        summary,
+        comments,
+        max_single=max_single,
+        deadline=deadline,
+    )
     say(
         f"line comments: {len(result.posted)} posted ({result.mode}), "
         f"{len(result.refused)} refused{'; outcome uncertain' if result.uncertain else ''}"

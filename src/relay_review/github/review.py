@@ -2,12 +2,15 @@
 
 GitHub refuses a whole review with 422 when one comment's line is not in the diff. Then each
 comment is posted alone (``POST /pulls/{n}/comments``), so one bad line never loses the others;
-the refused ones are reported (they stay in the sticky comment anyway). A 5xx or timeout on the
-batch is *not* followed by single posts: the review may exist, and posting again would duplicate.
+the refused ones are reported (they stay in the sticky comment anyway). At most
+``github.single_comments`` go one by one, and none once the run's deadline has passed. A 5xx or
+timeout on the batch is *not* followed by single posts: the review may exist, and posting again
+would duplicate.
 """
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from github import GithubException
@@ -20,6 +23,9 @@ if TYPE_CHECKING:
     from github.PullRequest import ReviewComment
 
 Side = Literal["LEFT", "RIGHT"]
+#: Most single comments posted after GitHub refused the batch (``github.single_comments``):
+#: each is a content-creating request, and GitHub's secondary limit allows 80 a minute.
+DEFAULT_MAX_SINGLE = 10
 
 
 class LineComment(BaseModel):
@@ -87,12 +93,21 @@ def _reason(exc: GithubException) -> str:
 
 
 def post_review(
-    repo: Repository, number: int, commit_sha: str, body: str, comments: list[LineComment]
+    repo: Repository,
+    number: int,
+    commit_sha: str,
+    body: str,
+    comments: list[LineComment],
+    *,
+    max_single: int = DEFAULT_MAX_SINGLE,
+    deadline: float | None = None,
 ) -> ReviewResult:
     """Post ``comments`` on PR ``number`` at ``commit_sha`` as one ``COMMENT`` review.
 
     Never raises for GitHub's answers: a 403 (read-only token) refuses everything, a 422 falls
-    back to single comments, a 5xx/timeout is reported as ``uncertain``.
+    back to at most ``max_single`` single comments (``github.single_comments``), none started
+    past ``deadline`` (a :func:`time.monotonic` value), a 5xx/timeout is reported as
+    ``uncertain``.
     """
     if not comments:
         return ReviewResult(mode="none", detail="no line comments to post")
@@ -123,7 +138,13 @@ def post_review(
 
     posted: list[LineComment] = []
     refused: list[Refused] = []
-    for c in comments:
+    for n, c in enumerate(comments):
+        if n >= max_single:
+            refused.append(Refused(comment=c, reason=f"over github.single_comments ({max_single})"))
+            continue
+        if deadline is not None and time.monotonic() >= deadline:
+            refused.append(Refused(comment=c, reason="the run's deadline passed"))
+            continue
         try:
             pull.create_review_comment(
                 c.body, commit_sha, c.path, line=c.line, side=c.side, **c.extra()
@@ -131,10 +152,7 @@ def post_review(
         except GithubException as exc:
             refused.append(Refused(comment=c, reason=_reason(exc)))
             if exc.status in (401, 403):  # no write access: the rest will fail the same way
-                refused.extend(
-                    Refused(comment=r, reason=_reason(exc))
-                    for r in comments[len(posted) + len(refused) :]
-                )
+                refused.extend(Refused(comment=r, reason=_reason(exc)) for r in comments[n + 1 :])
                 break
         except CLIENT_ERRORS as exc:  # no answer
             refused.append(Refused(comment=c, reason=type(exc).__name__))

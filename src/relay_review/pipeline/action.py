@@ -40,7 +40,7 @@ from relay_review.github.event import (
 from relay_review.github.log import Secrets, say
 from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
 from relay_review.github.pr import head_files, list_files
-from relay_review.github.publish import Published, finish, publish, skipped
+from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
 from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
@@ -62,7 +62,7 @@ from relay_review.settings import (
     resolve_accounts,
     resolve_require_zdr,
 )
-from relay_review.state import CommentStore, Store, open_store
+from relay_review.state import CommentStore, Memory, Store, open_store
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -112,7 +112,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         remaining = policy.serving.deadline - (time.monotonic() - started)
         heads = context_stage(repo, event, index, policy, remaining)
     with actions.group("relay-review: review"):
-        store = state_store(gh, repo, event, inputs)
+        store = KeptStore(state_store(gh, repo, event, inputs))
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = asyncio.run(
                 review(
@@ -147,8 +147,25 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             deadline=started + policy.serving.deadline,
             reserve=policy.github.timeout,  # the request after the wait must fit too
         )
-        line = store.line if isinstance(store, CommentStore) else None
-        published = publish(gh, repo, event, inputs, report, secrets, budget, state_line=line)
+        lifecycle = Lifecycle(
+            index=index,
+            memory=store.record(),
+            save=store.save_line,
+            single_comments=policy.github.single_comments,
+            ttl=policy.memory.findings,
+            deadline=started + policy.serving.deadline,
+        )
+        published = publish(
+            gh,
+            repo,
+            event,
+            inputs,
+            report,
+            secrets,
+            budget,
+            state_line=store.line(),
+            lifecycle=lifecycle,
+        )
     report.github = published.to_json()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
     report.exit_code = exit_code(report, inputs, published)
@@ -192,6 +209,45 @@ def describe_run(
 
 # --------------------------------------------------------------------------------------------
 # stages
+
+
+class KeptStore:
+    """The run's store, keeping the record it loaded and the last one saved: publishing adds
+    the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
+    record the review saved, and saves once more. Anything else goes to the store itself."""
+
+    def __init__(self, inner: Store) -> None:
+        self.inner = inner
+        self.kind = inner.kind
+        self.loaded = Memory()
+        self.saved: Memory | None = None
+
+    def __getattr__(self, name: str) -> Any:  # e.g. the Redis store's shared ledger
+        return getattr(self.inner, name)
+
+    def load(self) -> Memory:
+        self.loaded = self.inner.load()
+        return self.loaded
+
+    def save(self, memory: Memory) -> None:
+        self.saved = memory
+        self.inner.save(memory)
+
+    def record(self) -> Memory:
+        """The record as the review left it, with the findings' states as they were loaded
+        (a review's save keeps routes and chunks only)."""
+        base = self.saved if self.saved is not None else self.loaded
+        return base.model_copy(update={"findings": dict(self.loaded.findings)})
+
+    def line(self) -> str | None:
+        """The ``comment`` store's payload line (``None`` for the other stores)."""
+        return self.inner.line if isinstance(self.inner, CommentStore) else None
+
+    def save_line(self, memory: Memory) -> str | None:
+        """Save ``memory`` (a store that keeps nothing keeps nothing); the payload line."""
+        if self.kind != "none":
+            self.save(memory)
+        return self.line()
 
 
 def state_store(gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs) -> Store:

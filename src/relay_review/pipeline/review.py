@@ -41,7 +41,8 @@ from relay_review.review.chunks import (
     plan_chunks,
 )
 from relay_review.review.decision import decide, merge_findings, partial_note
-from relay_review.review.diff import DiffIndex
+from relay_review.review.diff import DiffIndex, Side
+from relay_review.review.fingerprint import finding_fingerprint
 from relay_review.review.prompt import (
     JSON_OBJECT_FORMAT,
     RESPONSE_FORMAT,
@@ -417,7 +418,22 @@ async def review(
         unlisted_files=unlisted_files,
         allow_approve=r.allow_approve,
     )
+    report.verdict.findings = with_fingerprints(report.verdict.findings, index)
     return report
+
+
+def with_fingerprints(findings: list[ReportFinding], index: DiffIndex) -> list[ReportFinding]:
+    """Each verified finding with its fingerprint and cited-lines hash (from the diff's own
+    text, never the model's quote)."""
+    out = []
+    for f in findings:
+        end = f.end_line if f.suggestion is not None and f.replaces else None
+        side: Side = "LEFT" if f.side == "LEFT" else "RIGHT"
+        ident = finding_fingerprint(index, f.path, f.line, f.severity, end_line=end, side=side)
+        if ident is not None:
+            f = f.model_copy(update={"fingerprint": ident[0], "cited": ident[1]})
+        out.append(f)
+    return out
 
 
 # --------------------------------------------------------------------------------------------

@@ -61,13 +61,33 @@ class ChunkMemo(_Record):
     findings: list[ReusedFinding] = Field(default_factory=list)
 
 
+FindingState = Literal["open", "fixed", "dismissed"]
+
+
+class FindingMemo(_Record):
+    """A finding seen on an earlier push, by fingerprint (:mod:`relay_review.review.fingerprint`):
+    its path, its cited lines' hash, the commit it was first seen at, and its state; ``how`` says
+    how it was fixed or dismissed (``fixed``, ``code changed``, ``won't fix``, ``👎``, ...). A
+    ``dismissed`` one is never posted again."""
+
+    path: str = Field(max_length=4096)
+    cited: str = Field("", max_length=40)
+    first: str = Field("", max_length=64)
+    state: FindingState = "open"
+    how: str = Field("", max_length=40)
+    at: float
+    until: float
+
+
 class Memory(_Record):
-    """Everything remembered: routes and accounts by id, reviewed chunks by content hash."""
+    """Everything remembered: routes and accounts by id, reviewed chunks by content hash, and
+    (optional) the pull request's findings by fingerprint."""
 
     version: Literal[2] = VERSION
     routes: dict[str, RouteMemo] = Field(default_factory=dict)
     accounts: dict[str, RouteMemo] = Field(default_factory=dict)
     chunks: dict[str, ChunkMemo] = Field(default_factory=dict)
+    findings: dict[str, FindingMemo] = Field(default_factory=dict)
 
     def fresh(self, now: float) -> Memory:
         """Only the entries whose time has not run out at ``now``."""
@@ -75,6 +95,7 @@ class Memory(_Record):
             routes={k: v for k, v in self.routes.items() if v.until > now},
             accounts={k: v for k, v in self.accounts.items() if v.until > now},
             chunks={k: v for k, v in self.chunks.items() if v.until > now},
+            findings={k: v for k, v in self.findings.items() if v.until > now},
         )
 
 
@@ -90,16 +111,21 @@ def _dump(memory: Memory) -> bytes:
 
 def encode(memory: Memory, limit: int = MAX_BYTES) -> bytes:
     """Compact JSON of ``memory`` in at most ``limit`` bytes: the oldest chunks, then the oldest
-    routes, are dropped until it fits."""
+    routes, then the oldest findings are dropped until it fits."""
     data = _dump(memory)
     chunks = sorted(memory.chunks.items(), key=lambda kv: kv[1].at)
     routes = sorted(memory.routes.items(), key=lambda kv: kv[1].at)
-    while len(data) > limit and (chunks or routes):
+    findings = sorted(memory.findings.items(), key=lambda kv: kv[1].at)
+    while len(data) > limit and (chunks or routes or findings):
         if chunks:
             chunks.pop(0)
-        else:
+        elif routes:
             routes.pop(0)
-        memory = memory.model_copy(update={"chunks": dict(chunks), "routes": dict(routes)})
+        else:
+            findings.pop(0)
+        memory = memory.model_copy(
+            update={"chunks": dict(chunks), "routes": dict(routes), "findings": dict(findings)}
+        )
         data = _dump(memory)
     return data
 

@@ -30,7 +30,7 @@ import redis.asyncio as aioredis
 from pydantic import ValidationError
 
 from relay_review.state.ledger import RedisLedger
-from relay_review.state.memory import ChunkMemo, Memory, RouteMemo
+from relay_review.state.memory import ChunkMemo, FindingMemo, Memory, RouteMemo
 
 log = logging.getLogger("relay_review.state")
 
@@ -143,10 +143,12 @@ class RedisStore:
         routes: dict[str, RouteMemo] = {}
         accounts: dict[str, RouteMemo] = {}
         chunks: dict[str, ChunkMemo] = {}
+        findings: dict[str, FindingMemo] = {}
         targets: dict[str, tuple[dict[str, Any], type[Any]]] = {
             "route": (routes, RouteMemo),
             "account": (accounts, RouteMemo),
             "chunk": (chunks, ChunkMemo),
+            "finding": (findings, FindingMemo),
         }
         bad = 0
         try:
@@ -173,16 +175,18 @@ class RedisStore:
                 bad += 1
         if bad:
             log.warning("state %s: %d unusable entries ignored", self.where, bad)
-        return Memory(routes=routes, accounts=accounts, chunks=chunks).fresh(self._clock())
+        memory = Memory(routes=routes, accounts=accounts, chunks=chunks, findings=findings)
+        return memory.fresh(self._clock())
 
     def save(self, memory: Memory) -> None:
         if self.health.broken:
             return  # said once already; memory is an optimisation
         now = self._clock()
-        entries: list[tuple[str, RouteMemo | ChunkMemo]] = [
+        entries: list[tuple[str, RouteMemo | ChunkMemo | FindingMemo]] = [
             *((self._key("route", k), v) for k, v in memory.routes.items()),
             *((self._key("account", k), v) for k, v in memory.accounts.items()),
             *((self._key("chunk", k), v) for k, v in memory.chunks.items()),
+            *((self._key("finding", k), v) for k, v in memory.findings.items()),
         ]
         try:
             script = self._client.register_script(_SET_NEWER)

@@ -1,0 +1,290 @@
+"""Findings across pushes through ``relay-review run`` (issue 24): REST through Prism with the
+stateful comments overlay (the sticky comment and its memory payload), GraphQL through the
+schema-validating mock (review threads, replies, resolutions), the models from a local fleet.
+
+Push 1 posts two findings; push 2 changes the line of one (its thread gets the reply and is
+resolved; the other is not posted again); a commenter without an allowed association tries to
+dismiss the second and cannot; a maintainer dismisses it; push 3 posts neither and the sticky
+comment shows 1 fixed, 1 dismissed, 0 open.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from action_harness import (
+    FAST,
+    FLEET_KEY,
+    NUMBER,
+    QUERY_LINE,
+    REPO,
+    SECRETS,
+    SHA,
+    api_file,
+    finding,
+    policy_toml,
+    pr_payload,
+    run_action,
+)
+from github_mock import BOT_LOGIN, MockGitHub
+from graphql_mock import BOT, GraphQLMock
+from relay_review.github.comment import MARKER
+from relay_review.github.threads import parse_marker
+from relay_review.state.stores import payload_of
+
+pytestmark = pytest.mark.integration
+
+SHA2 = "2222222222222222222222222222222222222222"
+SHA3 = "3333333333333333333333333333333333333333"
+SAFE_LINE = 'query = "SELECT * FROM users WHERE name = %s"'
+ROWS_LINE = "rows = db.execute(query)"
+
+
+def patch(line11: str, line13: str = "if rows:") -> str:
+    return (
+        "@@ -10,4 +10,6 @@ def login(request):\n"
+        '     user = find_user(request.form["name"])\n'
+        '-    if user.check(request.form["password"]):\n'
+        f"+    {line11}\n"
+        f"+    {ROWS_LINE}\n"
+        f"+    {line13}\n"
+        "         return ok(user)\n"
+        "     return denied()"
+    )
+
+
+def files(line11: str, line13: str = "if rows:") -> list[dict[str, Any]]:
+    return [api_file("app/auth.py", "modified", patch(line11, line13), 3, 1)]
+
+
+#: What the model says, per push (the test sets it before each run).
+VERDICT: dict[str, Any] = {}
+
+SQL = finding(11, QUERY_LINE, "high", "SQL injection: the name is formatted into SQL.")
+CURSOR = finding(12, ROWS_LINE, "medium", "The cursor is never closed.")
+
+
+def reply(body: dict[str, Any]) -> str:
+    if "single word: ready" in body["messages"][-1]["content"]:
+        return "ready"
+    return json.dumps(VERDICT)
+
+
+@pytest.fixture
+def fleet() -> Iterator[Any]:
+    from relay_review.drill import FaultFleet
+
+    accounts = {"acme": {"models": {"acme/reviewer": "healthy"}, "api_key": FLEET_KEY}}
+    with FaultFleet(accounts, reply=reply) as running:
+        yield running
+
+
+def sticky(overlay: Any) -> str:
+    (ours,) = [c for c in overlay.comments(REPO, NUMBER) if c.login == BOT_LOGIN]
+    assert ours.body.startswith(MARKER)
+    return ours.body
+
+
+def reviews_posted(mock: MockGitHub) -> list[dict[str, Any]]:
+    return [c.body for c in mock.calls("POST", f"/pulls/{NUMBER}/reviews$")]
+
+
+def github_creates_threads(gql: GraphQLMock, mock: MockGitHub) -> None:
+    """What GitHub does with a posted review: a thread per line comment, by our bot."""
+    for review in reviews_posted(mock):
+        for c in review["comments"]:
+            gql.add_thread(REPO, NUMBER, c["path"], c["line"], c["body"], BOT, "NONE")
+
+
+def next_push(mock: MockGitHub, overlay: Any, gql: GraphQLMock, head: str) -> None:
+    mock.reset()  # the last run's stubs and log go; GitHub's state (comments, threads) stays
+    mock.overlay = overlay
+    mock.graphql = gql
+    overlay.head = head
+
+
+def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+
+    # push 1: two findings, both posted once, each with its hidden marker
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_action(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    assert one.report is not None
+    assert [f["state"] for f in one.report["findings"]] == ["new", "new"]
+    (review,) = reviews_posted(github_mock)
+    assert [c["line"] for c in review["comments"]] == [11, 12]
+    marks = [parse_marker(c["body"]) for c in review["comments"]]
+    assert [m and m[0] for m in marks] == [f["fingerprint"] for f in one.report["findings"]]
+    assert all(m and m[2] == SHA[:12] for m in marks)
+    first_body = sticky(overlay)
+    assert "**Across pushes:**" not in first_body  # nothing to tell on a first push
+    assert first_body.count(f"_(new since the last push, first seen at `{SHA[:12]}`)_") == 2
+    github_creates_threads(gql, github_mock)
+    sql_thread, cursor_thread = gql.all_threads()
+
+    # push 2: the SQL line is fixed; the model reports only the cursor
+    next_push(github_mock, overlay, gql, SHA2)
+    VERDICT.update(summary="One problem left.", findings=[CURSOR])
+    two = run_action(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2),
+        files=files(SAFE_LINE),
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert reviews_posted(github_mock) == []  # the cursor finding is not posted again
+    assert sql_thread.resolved and sql_thread.resolved_by == BOT
+    assert sql_thread.comments[-1].body.startswith(f"relay-review: fixed in `{SHA2[:12]}`")
+    assert not cursor_thread.resolved and len(cursor_thread.comments) == 1
+    assert two.report is not None
+    assert [(f["state"], f["first_seen"]) for f in two.report["findings"]] == [("open", SHA[:12])]
+    assert two.report["lifecycle"]["counts"] == {"new": 0, "open": 1, "fixed": 1, "dismissed": 0}
+    assert two.report["github"]["review"]["resolved"] == 1
+    body = sticky(overlay)
+    assert "0 new since the last push · 1 still open · 1 fixed · 0 dismissed" in body
+    assert f"still open, first seen at `{SHA[:12]}`" in body
+
+    # a drive-by commenter (no allowed association) cannot dismiss it
+    gql.reply(cursor_thread, "/relay-review dismiss", ("User", "drive-by"), "CONTRIBUTOR")
+    cursor_thread.comments[0].thumbs_down.append(("User", "drive-by"))
+    next_push(github_mock, overlay, gql, SHA2)
+    since = len(gql.requests)
+    still = run_action(
+        tmp_path / "still",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2),
+        files=files(SAFE_LINE),
+    )
+    assert still.code == 0, still.stdout + still.stderr
+    assert still.report is not None
+    assert [f["state"] for f in still.report["findings"]] == ["open"]
+    assert reviews_posted(github_mock) == [] and not gql.mutations("resolveReviewThread", since)
+
+    # a maintainer dismisses it; push 3 posts neither
+    gql.reply(
+        cursor_thread, "False positive: the context manager closes it.", ("User", "maint"), "MEMBER"
+    )
+    next_push(github_mock, overlay, gql, SHA3)
+    since = len(gql.requests)
+    three = run_action(
+        tmp_path / "three",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA3),
+        files=files(SAFE_LINE),
+    )
+    assert three.code == 0, three.stdout + three.stderr
+    assert reviews_posted(github_mock) == []
+    assert not gql.mutations(
+        "addPullRequestReviewThreadReply", since
+    )  # nothing to say, nothing to close
+    assert three.report is not None
+    assert [f["state"] for f in three.report["findings"]] == ["dismissed"]
+    assert three.report["lifecycle"]["counts"] == {
+        "new": 0,
+        "open": 0,
+        "fixed": 1,
+        "dismissed": 1,
+    }
+    body = sticky(overlay)
+    assert "0 new since the last push · 0 still open · 1 fixed · 1 dismissed" in body
+    assert "(dismissed, first seen at" in body
+    # memory (the sticky comment's payload) keeps both states, keyed by fingerprint
+    memory = payload_of(body)
+    assert memory is not None
+    states = {k.rsplit(":", 1)[-1]: v.state for k, v in memory.findings.items()}
+    assert sorted(states.values()) == ["dismissed", "fixed"]
+    assert set(states) == {f["fingerprint"] for f in one.report["findings"]}
+    assert FLEET_KEY not in body
+    # every GraphQL document sent was valid for GitHub's schema (the fixture checks it too)
+    assert gql.requests and not gql.problems
+    # no secret in anything sent to GitHub's GraphQL API or kept in its threads
+    sent = json.dumps([[r.query, r.variables] for r in gql.requests])
+    kept = json.dumps([[c.body for c in t.comments] for t in gql.all_threads()])
+    for secret in SECRETS:
+        assert secret not in sent and secret not in kept and secret not in body
+
+
+def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_action(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    assert len(reviews_posted(github_mock)) == 1
+    github_creates_threads(gql, github_mock)
+
+    # the next push: GitHub's GraphQL answers 502; a third finding appears
+    next_push(github_mock, overlay, gql, SHA2)
+    github_mock.stub("POST", "^/graphql$", 502, {"message": "Server Error"}, times=None)
+    extra = finding(13, "if rows.count():", "low", "count() runs a second query.")
+    VERDICT.update(findings=[SQL, CURSOR, extra])
+    two = run_action(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2),
+        files=files(QUERY_LINE, "if rows.count():"),
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert "review threads could not be read" in two.stdout
+    (review,) = reviews_posted(github_mock)
+    assert [c["line"] for c in review["comments"]] == [13]  # only the new one
+    assert two.report is not None
+    assert [f["state"] for f in two.report["findings"]] == ["open", "open", "new"]
+    assert two.report["lifecycle"]["threads"] == "unreadable"
+    assert not any(t.resolved for t in gql.all_threads())
+
+
+def test_no_verdict_leaves_threads_and_memory_alone(
+    tmp_path: Path, github_mock: MockGitHub
+) -> None:
+    from relay_review.drill import FaultFleet
+
+    overlay = github_mock.comments_overlay(SHA2)
+    gql = github_mock.graphql
+    # our thread from an earlier push, whose cited lines are not in this push's diff
+    gql.add_thread(
+        REPO,
+        NUMBER,
+        "app/auth.py",
+        11,
+        "x\n\n<!-- relay-review:finding f1-"
+        + "a" * 20
+        + " "
+        + "b" * 20
+        + ":1 "
+        + SHA[:12]
+        + " -->",
+    )
+    accounts = {"down": {"models": {"down/broken": "503"}, "api_key": FLEET_KEY}}
+    with FaultFleet(accounts, reply=reply) as broken:
+        inputs = {
+            "policy": policy_toml(broken, "down", head=FAST),
+            "inline-comments": "true",
+            "on-unavailable": "pass",
+        }
+        run = run_action(
+            tmp_path, github_mock, inputs, payload=pr_payload(head_sha=SHA2), files=files(SAFE_LINE)
+        )
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.report is not None and run.report["decision"] == "unavailable"
+    assert gql.requests == []  # no verdict: nothing is known of the findings
+    assert not gql.all_threads()[0].resolved
+    assert "lifecycle" not in run.report or run.report["lifecycle"] is None
+    assert overlay.comments(REPO, NUMBER)  # the sticky comment (with the routes) is posted
