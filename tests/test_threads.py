@@ -490,7 +490,7 @@ def test_line_comments_keep_their_suggestion_and_end_with_the_marker(
 def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
     from relay_review.state.memory import FindingMemo, Memory, decode, encode
 
-    old = decode(b'{"version":1,"routes":{},"accounts":{},"chunks":{}}')
+    old = decode(b'{"version":2,"routes":{},"accounts":{},"chunks":{}}')
     assert old.findings == {}  # a record written before findings were kept still reads
     memo = FindingMemo(
         path="app.py", cited="c" * 20 + ":1", first="abc", state="dismissed", at=1, until=10

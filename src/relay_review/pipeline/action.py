@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from relay_review import __version__
@@ -42,6 +42,7 @@ from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, 
 from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
 from relay_review.models import Catalog, Decision, NotPosted, RunReport
+from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
 from relay_review.providers.discovery import DiscoveryResult, discover
@@ -112,7 +113,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         remaining = policy.serving.deadline - (time.monotonic() - started)
         heads = context_stage(repo, event, index, policy, remaining)
     with actions.group("relay-review: review"):
-        store = KeptStore(state_store(gh, repo, event, inputs))
+        run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
+        store = KeptStore(state_store(gh, repo, event, inputs), secrets=run_secrets)
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = asyncio.run(
                 review(
@@ -131,7 +133,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     repo=event.repo_full_name,
                     # /relay-review asks the models again (route memory still applies)
                     reuse_reviews=event.event_name != "issue_comment",
-                    secrets=[*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)],
+                    secrets=run_secrets,
                 )
             )
         log_review(report)
@@ -216,8 +218,9 @@ class KeptStore:
     the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
     record the review saved, and saves once more. Anything else goes to the store itself."""
 
-    def __init__(self, inner: Store) -> None:
+    def __init__(self, inner: Store, secrets: Sequence[str] = ()) -> None:
         self.inner = inner
+        self.secrets = list(secrets)  # what the lifecycle's save is scrubbed of, like the review's
         self.kind = inner.kind
         self.loaded = Memory()
         self.saved: Memory | None = None
@@ -246,7 +249,7 @@ class KeptStore:
     def save_line(self, memory: Memory) -> str | None:
         """Save ``memory`` (a store that keeps nothing keeps nothing); the payload line."""
         if self.kind != "none":
-            self.save(memory)
+            self.save(scrub(memory, self.secrets))
         return self.line()
 
 
