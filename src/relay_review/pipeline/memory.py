@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from relay_review.models import CatalogEntry, MemoryReport
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy
-from relay_review.state import Memory, NullStore, Store
+from relay_review.settings import MemoryPolicy, Policy
+from relay_review.state import Limits, Memory, NullStore, Store
 from relay_review.state.routes import Recalled, recall, remember
 
 
@@ -29,10 +29,17 @@ class RunMemory:
     reused_chunks: int = 0
 
     @classmethod
-    def load(cls, store: Store | None, clock: Callable[[], float] = time.time) -> RunMemory:
-        """Read the store (never fails: an unusable one is empty, with one warning)."""
+    def load(
+        cls,
+        store: Store | None,
+        clock: Callable[[], float] = time.time,
+        policy: MemoryPolicy | None = None,
+    ) -> RunMemory:
+        """Read the store (never fails: an unusable one is empty, and entries impossible under
+        ``policy``'s times are dropped, with one warning)."""
         store = store or NullStore()
-        return cls(store=store, memory=store.load().fresh(clock()), clock=clock)
+        now = clock()
+        return cls(store=store, memory=store.load(Limits.of(policy, now)).fresh(now), clock=clock)
 
     def recall_onto(self, session: RoutingSession) -> None:
         """Lay the remembered routes on the session's board before it starts."""

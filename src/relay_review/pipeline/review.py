@@ -369,7 +369,7 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    memory = RunMemory.load(store)
+    memory = RunMemory.load(store, policy=policy.memory)
     shape = instructions_key(instructions)
     keys = {c.number: chunk_key(c, r, title, body, shape) for c in plan.chunks}
     reused, results_of = reused_chunks(plan.chunks, keys, memory)

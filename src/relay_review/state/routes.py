@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from pydantic import ValidationError
+
 from relay_review.models import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
 from relay_review.settings import MemoryPolicy
@@ -122,9 +124,12 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
         if outcome is None:
             continue
         served = e.agent_id in board.proven and e.agent_id not in board.out and outcome.ok
-        memo = classify(
-            outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
-        )
+        try:
+            memo = classify(
+                outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
+            )
+        except ValidationError:  # a time no memo may hold (a provider's wait of ages)
+            memo = None
         if outcome.kind in ACCOUNT_WIDE and memo is not None:
             accounts[e.account] = memo
         if memo is None:
