@@ -76,12 +76,13 @@ return 1
 """
 
 #: KEYS[1]: an entry found unusable at load. ARGV: the SHA-1 of the value then read ('' when it
-#: was not read: another type or too big), the most bytes an entry may take. Deletes it unless
-#: another run replaced it since (a usable value is never deleted).
+#: was not read: another type or too big; '*' when the key's name is unusable, whatever it
+#: holds), the most bytes an entry may take. Deletes it unless another run replaced it since
+#: (a usable value is never deleted).
 _DROP_BAD = """
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind == 'none' then return 0 end
-if kind ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[2]) then
+if ARGV[1] == '*' or kind ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[2]) then
   redis.call('DEL', KEYS[1])
   return 1
 end
@@ -224,8 +225,8 @@ class RedisStore:
 
     def _read(self) -> tuple[dict[bytes, tuple[str, str]], dict[bytes, bytes], dict[bytes, str]]:
         """The memory keys (``{key: (section, id)}``), their values (those that are strings of
-        at most :data:`MAX_ENTRY_BYTES`) and the keys that cannot be used unread (``{key: ''}``;
-        their reasons in :attr:`_refused`)."""
+        at most :data:`MAX_ENTRY_BYTES`) and the keys that cannot be used unread (``{key: ''}``,
+        or ``'*'`` for a name that is not UTF-8; their reasons in :attr:`_refused`)."""
         sections = {b"route": "routes", b"account": "accounts", b"chunk": "chunks"}
         head = f"{self.prefix}m:".encode()
         keys: dict[bytes, tuple[str, str]] = {}
@@ -242,7 +243,7 @@ class RedisStore:
             try:
                 keys[key] = (sections[kind], ident.decode("utf-8"))
             except UnicodeDecodeError:
-                bad[key] = ""
+                bad[key] = "*"
                 self._refused.append("a key that is not UTF-8")
         names = list(keys)
         with self._client.pipeline(transaction=False) as pipe:

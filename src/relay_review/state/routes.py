@@ -8,6 +8,7 @@ last outcome this run becomes its memo (:func:`classify`), the others keep their
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 from pydantic import ValidationError
@@ -31,8 +32,9 @@ COOLING = frozenset(
 
 
 def ago(seconds: float) -> str:
-    """``42 s``, ``3 min``, ``2 h``, ``1 d``: how long ago, in one short word."""
-    s = max(0, int(seconds))
+    """``42 s``, ``3 min``, ``2 h``, ``1 d``: how long ago, in one short word (a time that is not
+    finite reads as ``0 s``: records are validated when read, this never raises)."""
+    s = max(0, int(seconds)) if math.isfinite(seconds) else 0
     if s < 60:
         return f"{s} s"
     if s < 3600:
