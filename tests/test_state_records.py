@@ -360,3 +360,38 @@ def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_it(
     rewritten = json.loads(state.read_text(encoding="utf-8"))
     assert rewritten["version"] == 1 and rewritten["routes"]  # this run's memory, valid
     assert FileStore(state).load().routes  # and it loads back without a warning
+
+
+# --- the quota ledger's keys are input too ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda r: r.set("t:ledger:acme:closed", "garbage", px=60_000),
+        lambda r: r.set("t:ledger:acme:closed", "nan", px=60_000),
+        lambda r: r.set("t:ledger:acme:closed", "1e300"),  # no TTL: not ours, closed forever
+        lambda r: r.hset("t:ledger:acme:m", "a", "b"),  # another type
+        lambda r: r.set("t:ledger:acme:d", "x"),
+        lambda r: r.zadd("t:ledger:acme:m", {f"f{i}": 1e15 for i in range(5)}),  # in the future
+    ],
+    ids=["closed-garbage", "closed-nan", "closed-forever", "minute-hash", "day-string", "future"],
+)
+async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
+    redis_server: Any, redis_client: Any, plant: Any
+) -> None:
+    import redis.asyncio as aioredis
+
+    from relay_review.state.ledger import Budget, RedisLedger
+
+    plant(redis_client)
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        ledger = RedisLedger(client, prefix="t:")
+        granted = [(await ledger.reserve("acme", Budget(rpm=2, rpd=10))).granted for _ in range(3)]
+        assert granted == [True, True, False]  # the budget still counts, from our own entries
+        await ledger.close("acme", 5)
+        refused = await ledger.reserve("acme", Budget())
+        assert refused.window == "closed" and 0 < refused.wait_s <= 5
+    finally:
+        await client.aclose()
