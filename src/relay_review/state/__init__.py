@@ -6,7 +6,12 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 - ``none``: no memory;
 - ``comment`` (the action only, its default): a hidden payload in the sticky comment;
 - ``redis://[:password@]host[:port][/db][?prefix=P]`` or ``rediss://...`` (TLS, certificate
-  verified): shared by every run that uses it, with the quota ledger (:mod:`.redis_store`).
+  verified unless ``ssl_cert_reqs=none``, which is warned about): shared by every run that uses
+  it, with the quota ledger (:mod:`.redis_store`).
+
+Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` checks them all,
+without echoing a password). Every record a store returns was validated when read
+(:mod:`.memory`): a bad one is dropped with one warning and overwritten by the run's save.
 
 What is remembered (:mod:`.memory`): each route's last outcome with its time (:mod:`.routes`
 turns it into zero requests for dead or cooling routes and no probe for proven ones) and each
