@@ -395,3 +395,24 @@ async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
         assert refused.window == "closed" and 0 < refused.wait_s <= 5
     finally:
         await client.aclose()
+
+
+def test_a_memo_no_record_may_hold_is_not_remembered_and_never_raises() -> None:
+    """A provider's wait of ages (``Retry-After: 99999999999``) makes a memo past every bound:
+    the route is not remembered, the run's save goes on (the cap itself is the routing's)."""
+    from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+    from relay_review.routing.board import RouteBoard
+    from relay_review.state.routes import remember
+
+    route = Route(
+        index=0,
+        account="acme",
+        provider="openai_compatible",
+        model="m",
+        agent_id="acme/m",
+        api_key_env="ACME_KEY",
+    )
+    board = RouteBoard([CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)])
+    board.outcomes["acme/m"] = Outcome(kind=OutcomeKind.RATE_LIMITED, retry_after=1e12)
+    memory = remember(Memory(), board, NOW, MemoryPolicy())
+    assert "acme/m" not in memory.routes

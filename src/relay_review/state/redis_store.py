@@ -192,7 +192,7 @@ class RedisStore:
     def load(self, limits: Limits | None = None) -> Memory:
         try:
             keys, values, bad = self._read()
-        except redis.RedisError as exc:
+        except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
             return Memory()
         kept: dict[str, dict[str, Any]] = {"routes": {}, "accounts": {}, "chunks": {}}
@@ -293,7 +293,7 @@ class RedisStore:
                     if bad not in written:
                         drop(keys=[bad], args=[digest, MAX_ENTRY_BYTES], client=pipe)
                 results = pipe.execute(raise_on_error=False)
-        except redis.RedisError as exc:
+        except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "writing memory")
             return
         failed = [r for r in results if isinstance(r, Exception)]
