@@ -25,7 +25,15 @@ from hypothesis import strategies as st
 
 from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Limits, Memory
-from relay_review.state.memory import MAX_DEPTH, ChunkMemo, RouteMemo, Unusable, decode, horizon
+from relay_review.state.memory import (
+    MAX_DEPTH,
+    VERSION,
+    ChunkMemo,
+    RouteMemo,
+    Unusable,
+    decode,
+    horizon,
+)
 from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore, glob_escape
 from relay_review.state.routes import ago
 from relay_review.state.stores import CommentStore, read_payload
@@ -65,9 +73,9 @@ BAD_ENTRIES: list[tuple[str, str]] = [
 
 
 def record(bad_entry: str) -> bytes:
-    """A version-1 record with one good route and the bad one next to it."""
+    """A record of this version with one good route and the bad one next to it."""
     good = json.dumps(GOOD)
-    return f'{{"version":1,"routes":{{"good/m":{good},"bad/m":{bad_entry}}}}}'.encode()
+    return f'{{"version":{VERSION},"routes":{{"good/m":{good},"bad/m":{bad_entry}}}}}'.encode()
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
@@ -95,7 +103,7 @@ def test_a_bad_entry_in_a_file_is_dropped_with_one_warning_and_overwritten(
     store.save(memory)  # this run's save overwrites the bad entry
     caplog.clear()
     assert store.load(LIMITS) == memory and not warnings_of(caplog)
-    assert json.loads(path.read_text())["version"] == 1
+    assert json.loads(path.read_text())["version"] == VERSION
 
 
 @pytest.mark.parametrize(
@@ -149,7 +157,7 @@ def test_the_comment_payload_drops_bad_entries_too(caplog: pytest.LogCaptureFixt
 def test_limits_follow_the_policy() -> None:
     """A longer ``[memory]`` time makes a longer ``until`` possible; the default refuses it."""
     until = NOW + 30 * 86400
-    data = json.dumps({"version": 1, "chunks": {"c" * 32: {"at": NOW, "until": until}}})
+    data = json.dumps({"version": VERSION, "chunks": {"c" * 32: {"at": NOW, "until": until}}})
     assert not decode(data, limits=LIMITS).memory.chunks
     longer = Limits.of(MemoryPolicy(review=40 * 86400), NOW)
     assert decode(data, limits=longer).memory.chunks
@@ -177,7 +185,7 @@ _FIELDS = st.sampled_from(["state", "outcome", "at", "until", "strikes", "head",
 _ENTRY = st.dictionaries(_FIELDS, _JSON | st.sampled_from(["proven", "dead", NOW, NOW + 60]))
 #: Records shaped like ours (so the entry validation is reached), with random contents.
 _RECORD = st.fixed_dictionaries(
-    {"version": st.sampled_from([1, 1, 1, 2, True, "1"])},
+    {"version": st.sampled_from([VERSION, VERSION, VERSION, VERSION + 1, True, str(VERSION)])},
     optional={
         "routes": st.dictionaries(st.text(max_size=10), _ENTRY | _JSON, max_size=4),
         "accounts": st.dictionaries(st.text(max_size=10), _ENTRY, max_size=3),
@@ -341,8 +349,8 @@ def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
     "content",
     [
         deep(1000).encode(),
-        b'{"version":1,"routes":{"x/m":{"state":"dead","outcome":"not_found","at":1e999,'
-        b'"until":1e999}}}',
+        b'{"version":%d,"routes":{"x/m":{"state":"dead","outcome":"not_found","at":1e999,'
+        b'"until":1e999}}}' % VERSION,
         b"\xff\xfe\xfd not UTF-8",
     ],
     ids=["nested-1000", "at-1e999", "not-utf8"],
@@ -358,7 +366,7 @@ def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_it(
     warnings = [line for line in run.stderr.splitlines() if f"state {state}" in line]
     assert len(warnings) == 1, run.stderr
     rewritten = json.loads(state.read_text(encoding="utf-8"))
-    assert rewritten["version"] == 1 and rewritten["routes"]  # this run's memory, valid
+    assert rewritten["version"] == VERSION and rewritten["routes"]  # this run's memory, valid
     assert FileStore(state).load().routes  # and it loads back without a warning
 
 
