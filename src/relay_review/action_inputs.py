@@ -24,7 +24,7 @@ from pydantic import BaseModel, ConfigDict, SecretStr
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
 from relay_review.settings import OverrideError, check_override, parse_toml, validate_policy_data
-from relay_review.state import check_state_url, state_password
+from relay_review.state import check_state_url, url_secrets
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
@@ -262,13 +262,9 @@ def _associations(value: str) -> frozenset[str]:
 
 
 def _state(value: str) -> str:
-    try:
-        return check_state_url(value, action=True)
-    except ValueError as exc:
-        raise ValueError(
-            "is not allowed; use comment (memory in the sticky comment), none, file:PATH, or "
-            "redis://[:PASSWORD@]HOST[:PORT][/DB] (rediss:// for TLS)"
-        ) from exc
+    """The ``state`` input: the message says what is wrong and what is allowed, never quoting
+    the value (a redis:// URL may hold a password)."""
+    return check_state_url(value, action=True)
 
 
 def _login(value: str) -> str:
@@ -356,9 +352,7 @@ def secret_values(env: Mapping[str, str]) -> list[str]:
     names += [name for name in env if "API_KEY" in name.upper()]
     values = [env[name] for name in names if env.get(name, "").strip()]
     for name in (input_env_name("state"), "RELAY_REVIEW_STATE"):  # a redis:// URL's password
-        password = state_password(env.get(name, ""))
-        if password:
-            values.append(password)
+        values += url_secrets(env.get(name, ""))  # as written and decoded, even if refused
     return values
 
 

@@ -69,6 +69,8 @@ CASES: list[tuple[str, str, str]] = [
     ("trigger", "/re view", "input `trigger`: '/re view' is not allowed"),
     ("state", "file:", "input `state`: (hidden) is not allowed"),
     ("state", "redis://:hunter2pass@/0", "file:PATH, or redis://[:PASSWORD@]HOST"),
+    ("state", "valkey://cache:6379/0", "input `state`: (hidden) has an unknown scheme `valkey://`"),
+    ("state", "redis://:hunter#2@cache/0", "input `state`: (hidden) has characters that must be"),
 ]
 
 #: Inputs that only mean something together with others: set those so the bad one is reached.

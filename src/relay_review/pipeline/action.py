@@ -63,7 +63,7 @@ from relay_review.settings import (
     resolve_accounts,
     resolve_require_zdr,
 )
-from relay_review.state import CommentStore, Memory, Store, open_store
+from relay_review.state import CommentStore, Limits, Memory, Store, open_store
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -228,8 +228,8 @@ class KeptStore:
     def __getattr__(self, name: str) -> Any:  # e.g. the Redis store's shared ledger
         return getattr(self.inner, name)
 
-    def load(self) -> Memory:
-        self.loaded = self.inner.load()
+    def load(self, limits: Limits | None = None) -> Memory:
+        self.loaded = self.inner.load(limits)
         return self.loaded
 
     def save(self, memory: Memory) -> None:

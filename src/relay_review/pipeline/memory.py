@@ -25,8 +25,8 @@ from relay_review.providers.kinds import KINDS, fill_base_url
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy
-from relay_review.state import Memory, NullStore, Store
+from relay_review.settings import MemoryPolicy, Policy
+from relay_review.state import Limits, Memory, NullStore, Store
 from relay_review.state.routes import Recalled, recall, remember
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
@@ -104,12 +104,15 @@ class RunMemory:
         entries: Sequence[CatalogEntry] = (),
         environ: Mapping[str, str] | None = None,
         secrets: Iterable[str] = (),
+        policy: MemoryPolicy | None = None,
     ) -> RunMemory:
-        """Read the store (never fails: an unusable one is empty, with one warning) and lay the
-        entries of ``entries``' accounts on the view by name."""
+        """Read the store (never fails: an unusable one is empty, and entries impossible under
+        ``policy``'s times are dropped, with one warning) and lay the entries of ``entries``'
+        accounts on the view by name."""
         store = store or NullStore()
         environ = environ or {}
-        stored = store.load().fresh(clock())
+        now = clock()
+        stored = store.load(Limits.of(policy, now)).fresh(now)
         identities = account_identities(entries, environ)
         routes = route_keys(entries, identities)
         view = Memory(

@@ -377,7 +377,9 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, secrets=secrets)
+    memory = RunMemory.load(
+        store, entries=catalog.selected, environ=environ, secrets=secrets, policy=policy.memory
+    )
     shape = instructions_key(instructions)
     keys = {c.number: chunk_key(c, r, title, body, shape, repo=repo) for c in plan.chunks}
     if reuse_reviews:

@@ -60,7 +60,7 @@ async def preflight(
 ) -> dict[str, Any]:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
-    memory = RunMemory.load(store, entries=catalog.selected, environ=environ)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
     session = session_for(catalog, policy, environ, chat, wait_for_recalled=False, store=store)
     memory.recall_onto(session)
     async with session:
@@ -88,7 +88,7 @@ async def chat(
 ) -> dict[str, Any]:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
-    memory = RunMemory.load(store, entries=catalog.selected, environ=environ)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
     session = session_for(catalog, policy, environ, chat_fn, store=store)
     memory.recall_onto(session)
     async with session:

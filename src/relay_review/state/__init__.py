@@ -6,7 +6,12 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 - ``none``: no memory;
 - ``comment`` (the action only, its default): a hidden payload in the sticky comment;
 - ``redis://[:password@]host[:port][/db][?prefix=P]`` or ``rediss://...`` (TLS, certificate
-  verified): shared by every run that uses it, with the quota ledger (:mod:`.redis_store`).
+  verified unless ``ssl_cert_reqs=none``, which is warned about): shared by every run that uses
+  it, with the quota ledger (:mod:`.redis_store`).
+
+Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` checks them all,
+without echoing a password). Every record a store returns was validated when read
+(:mod:`.memory`): a bad one is dropped with one warning and overwritten by the run's save.
 
 What is remembered (:mod:`.memory`): each route's last outcome with its time (:mod:`.routes`
 turns it into zero requests for dead or cooling routes and no probe for proven ones) and each
@@ -16,79 +21,57 @@ before routing and writes it once after; no stage below the pipeline knows which
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 
-from relay_review.state.memory import Memory
+from relay_review.state.memory import Limits, Memory
 from relay_review.state.stores import CommentStore, FileStore, NullStore, Store
+from relay_review.state.urls import StateUrlError, check_state_url, checks_off, url_secrets
 
 __all__ = [
     "ENV_VAR",
     "CommentStore",
     "FileStore",
+    "Limits",
     "Memory",
     "NullStore",
+    "StateUrlError",
     "Store",
+    "check_state_url",
     "open_store",
     "state_password",
+    "url_secrets",
 ]
 
 #: The environment variable that chooses the store when no flag does.
 ENV_VAR = "RELAY_REVIEW_STATE"
 
-
-def check_state_url(text: str, *, action: bool = False) -> str:
-    """``text`` as a store URL, or ValueError saying what is allowed (``comment`` only in the
-    action)."""
-    url = text.strip()
-    if url.startswith(("redis://", "rediss://")):
-        return _check_redis_url(url)
-    if url in ("none", "comment"):
-        if url == "comment" and not action:
-            raise ValueError("comment is only for the action; use a path, file:PATH or none")
-        return url
-    path = url[len("file:") :] if url.startswith("file:") else url
-    if not path or "\n" in path or "\x00" in path or len(path) > 1024:
-        raise ValueError(
-            "is not allowed; use none, file:PATH, a path, redis://HOST or rediss://HOST"
-            + (", or comment" if action else "")
-        )
-    return url
+log = logging.getLogger("relay_review.state")
 
 
 def open_store(url: str | None, read_body: Callable[[], str | None] | None = None) -> Store:
-    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``."""
+    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``.
+    A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
         return CommentStore(read_body or (lambda: None))
     if url.startswith(("redis://", "rediss://")):
-        from relay_review.state.redis_store import RedisStore, split_prefix
+        from relay_review.state.redis_store import RedisStore, redact_url, split_prefix
 
+        if checks_off(url):
+            log.warning(
+                "state %s: ssl_cert_reqs=none turns the server's certificate check off; anyone "
+                "between this runner and Redis can read and change the shared memory and ledger",
+                redact_url(url),
+            )
         plain, prefix = split_prefix(url)
         return RedisStore(plain, prefix=prefix)
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)
 
 
-def _check_redis_url(url: str) -> str:
-    """A ``redis://``/``rediss://`` URL with a host, one line, no control characters."""
-    from urllib.parse import urlsplit
-
-    try:
-        host = urlsplit(url).hostname
-    except ValueError:
-        host = None
-    if not host or not url.isprintable() or len(url) > 2048:
-        raise ValueError("is not allowed; use redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P]")
-    return url
-
-
 def state_password(url: str) -> str | None:
-    """The password of a ``redis://``/``rediss://`` state URL (masked like a key), else None."""
-    from urllib.parse import urlsplit
-
-    if not url.strip().startswith(("redis://", "rediss://")):
-        return None
-    try:
-        return urlsplit(url.strip()).password or None
-    except ValueError:
-        return None
+    """The password of a ``redis://``/``rediss://`` state URL as written (masked like a key),
+    else None; :func:`url_secrets` also gives its decoded form."""
+    found = url_secrets(url)
+    return found[0] if found else None

@@ -101,17 +101,30 @@ class MemoryLedger:
 
 #: KEYS: minute zset, day zset, closed key. ARGV: rpm, rpd (0 = none), a unique member.
 #: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
-#: {granted 0/1, wait in ms, window}.
+#: {granted 0/1, wait in ms, window}. Keys that are not ours are input, not truth: another type
+#: is deleted, a closing that is not a number or has no TTL is deleted, a closing never outlasts
+#: its key's TTL, and reservation times in the future (none of ours is) are dropped.
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm = tonumber(ARGV[1])
 local rpd = tonumber(ARGV[2])
+for i, kind in ipairs({'zset', 'zset', 'string'}) do
+  local found = redis.call('TYPE', KEYS[i])['ok']
+  if found ~= 'none' and found ~= kind then redis.call('DEL', KEYS[i]) end
+end
 local closed = tonumber(redis.call('GET', KEYS[3]) or '0')
+local left = redis.call('PTTL', KEYS[3])
+if closed == nil or closed ~= closed or (closed > now and left < 0) then
+  redis.call('DEL', KEYS[3])
+  closed = 0
+end
+if closed > now + left then closed = now + left end
 if closed > now then return {0, closed - now, 'closed'} end
 local function full(key, limit, span)
   if limit <= 0 then return nil end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
+  redis.call('ZREMRANGEBYSCORE', key, '(' .. (now + 1000), '+inf')
   if redis.call('ZCARD', key) >= limit then
     local oldest = redis.call('ZRANGE', key, 0, 0, 'WITHSCORES')
     return tonumber(oldest[2]) + span - now
@@ -138,7 +151,10 @@ _CLOSE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local until_ms = now + tonumber(ARGV[1])
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind ~= 'none' and kind ~= 'string' then redis.call('DEL', KEYS[1]) end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
+if current == nil or current ~= current or redis.call('PTTL', KEYS[1]) < 0 then current = 0 end
 if until_ms > current then
   redis.call('SET', KEYS[1], until_ms, 'PX', tonumber(ARGV[1]))
 end

@@ -4,35 +4,106 @@ It holds route ids, outcome kinds, times (Unix seconds), content hashes and veri
 (their location, severity and message, and a hash of the cited line: never the line itself)
 only: never a key, a prompt, a reply text or a diff's patch. :func:`encode` writes it as compact
 JSON cut to a byte bound (oldest entries go first); :func:`decode` reads it back or says why not.
+
+Everything read back is hostile input (any store can be written by someone else, or by a bug):
+:func:`decode` refuses a record too big, not UTF-8, nested deeper than ours ever is (before it is
+parsed: no ``RecursionError``) or not ours, and validates each entry on its own (:func:`entry`,
+strictly typed, finite, within :class:`Limits`), so one bad entry is dropped and the others kept.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Literal
+import re
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    model_validator,
+)
+
+from relay_review.settings import MemoryPolicy
 
 #: The record's version: a store written by another version is ignored (never migrated).
 VERSION: Literal[2] = 2
 #: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
 MAX_BYTES = 16 * 1024
+#: The deepest a stored record may nest (ours nests 5 levels); deeper is refused unparsed.
+MAX_DEPTH = 16
+#: Seconds a stored time may run ahead of this runner's clock (runners' clocks disagree a little).
+CLOCK_SKEW_S = 300.0
+#: No stored time is after this (year 5138): keeps every time finite and every TTL an int.
+MAX_TIME = 1e11
+#: The longest a memory key (a route id, an account name, a content hash) may be.
+MAX_KEY_CHARS = 512
 
 RouteState = Literal["proven", "dead", "cooling"]
+_Time = Field(ge=0, le=MAX_TIME)
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a stored entry's times may be when read at ``now``: its ``at`` no later than ``now``
+    plus the clock skew, its ``until`` no later than ``now`` plus ``horizon`` (the policy's
+    longest ``[memory]`` time) plus the skew."""
+
+    now: float
+    horizon: float
+    skew: float = CLOCK_SKEW_S
+
+    @classmethod
+    def of(cls, policy: MemoryPolicy | None, now: float) -> Limits:
+        """The limits for ``policy`` (the default policy when None) at ``now``."""
+        return cls(now=now, horizon=horizon(policy or MemoryPolicy()))
+
+    def problem(self, at: float, until: float) -> str | None:
+        """Why an entry with these times cannot be true now (None: they can)."""
+        if at > self.now + self.skew:
+            return "a time in the future"
+        if until < at:
+            return "an end before its start"
+        if until > self.now + self.horizon + self.skew:
+            return "an end beyond the longest [memory] time"
+        return None
+
+
+def horizon(policy: MemoryPolicy) -> float:
+    """The longest any memo may count: the largest ``[memory]`` time of ``policy``."""
+    return max(float(v) for v in policy.model_dump().values())
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
-class RouteMemo(_Record):
+class _Timed(_Record):
+    """An entry with a start (``at``) and an end (``until``); read with :class:`Limits` in the
+    validation context (as :func:`entry` does), they must be possible at that time."""
+
+    at: float = _Time
+    until: float = _Time
+
+    @model_validator(mode="after")
+    def _possible(self, info: ValidationInfo) -> Any:
+        limits = (info.context or {}).get("limits")
+        if isinstance(limits, Limits):
+            problem = limits.problem(self.at, self.until)
+            if problem:
+                raise ValueError(problem)
+        return self
+
+
+class RouteMemo(_Timed):
     """One route's (or account's) last outcome: ``proven`` served, ``dead`` will not serve,
     ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles)."""
 
     state: RouteState
     outcome: str = Field(max_length=40)
-    at: float
-    until: float
     strikes: int = Field(0, ge=0, le=32)
 
 
@@ -42,29 +113,29 @@ class ReusedFinding(_Record):
     is read again from the current diff on reuse; a line that no longer matches drops it)."""
 
     path: str = Field(max_length=4096)
-    line: int
+    line: int = Field(ge=0, le=10**9)
     side: str = "RIGHT"
     quote_sha: str = Field(pattern=r"^[0-9a-f]{64}$")
     severity: str = Field(max_length=20)
     message: str = Field("", max_length=4000)
 
 
-class ChunkMemo(_Record):
+class ChunkMemo(_Timed):
     """A chunk reviewed before: when, at which head, by which route (``{account identity}/{model}``,
     see :mod:`relay_review.pipeline.memory`), and its verified findings."""
 
-    at: float
-    until: float
     head: str = Field("", max_length=64)
     route: str = Field("", max_length=300)
-    paths: list[str] = Field(default_factory=list)
-    findings: list[ReusedFinding] = Field(default_factory=list)
+    paths: list[Annotated[str, Field(max_length=4096)]] = Field(
+        default_factory=list, max_length=2000
+    )
+    findings: list[ReusedFinding] = Field(default_factory=list, max_length=500)
 
 
 FindingState = Literal["open", "fixed", "dismissed"]
 
 
-class FindingMemo(_Record):
+class FindingMemo(_Timed):
     """A finding seen on an earlier push, by fingerprint (:mod:`relay_review.review.fingerprint`):
     its path, its cited lines' hash, the commit it was first seen at, and its state; ``how`` says
     how it was fixed or dismissed (``fixed``, ``code changed``, ``won't fix``, ``👎``, ...). A
@@ -75,8 +146,6 @@ class FindingMemo(_Record):
     first: str = Field("", max_length=64)
     state: FindingState = "open"
     how: str = Field("", max_length=40)
-    at: float
-    until: float
 
 
 class Memory(_Record):
@@ -130,23 +199,116 @@ def encode(memory: Memory, limit: int = MAX_BYTES) -> bytes:
     return data
 
 
-def decode(data: bytes | str, limit: int = MAX_BYTES) -> Memory:
-    """The record in ``data``; raises :class:`Unusable` (oversized, not JSON, another version,
-    wrong shape)."""
-    raw = data.encode() if isinstance(data, str) else data
+#: Each section of the record: the model of its entries.
+SECTIONS: dict[str, type[RouteMemo] | type[ChunkMemo] | type[FindingMemo]] = {
+    "routes": RouteMemo,
+    "accounts": RouteMemo,
+    "chunks": ChunkMemo,
+    "findings": FindingMemo,
+}
+
+
+def assemble(kept: dict[str, dict[str, Any]]) -> Memory:
+    """A memory of entries each already validated by :func:`entry` (``{section: {key: memo}}``)."""
+    return Memory.model_construct(
+        version=VERSION,
+        routes=kept.get("routes", {}),
+        accounts=kept.get("accounts", {}),
+        chunks=kept.get("chunks", {}),
+        findings=kept.get("findings", {}),
+    )
+
+
+@dataclass
+class Loaded:
+    """What a store held that can be used, and how many entries were not (the first one's
+    reason, for the one warning)."""
+
+    memory: Memory
+    ignored: int = 0
+    why: str = ""
+
+    def drop(self, why: str) -> None:
+        """Count one ignored entry (the first reason is kept)."""
+        self.ignored += 1
+        self.why = self.why or why
+
+
+_STRING = re.compile(r'"(?:[^"\\]|\\.)*"', re.S)
+_NOT_BRACKET = re.compile(r"[^\[\]{}]+")
+
+
+def depth(text: str) -> int:
+    """How deep the JSON in ``text`` nests (brackets outside strings), without parsing it."""
+    deepest = level = 0
+    for ch in _NOT_BRACKET.sub("", _STRING.sub("", text)):
+        level = level + 1 if ch in "[{" else level - 1
+        deepest = max(deepest, level)
+    return deepest
+
+
+def parse(data: bytes | str, limit: int) -> Any:
+    """The JSON value in ``data`` (at most ``limit`` bytes of UTF-8, nested at most
+    :data:`MAX_DEPTH`); raises :class:`Unusable` saying which of those it is not."""
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
     if len(raw) > limit:
         raise Unusable(f"{len(raw)} bytes, more than the {limit} allowed")
     try:
-        obj = json.loads(raw)
-    except ValueError:
-        raise Unusable("not valid JSON") from None
-    if not isinstance(obj, dict):
-        raise Unusable("not a JSON object")
-    if obj.get("version") != VERSION:
-        raise Unusable(f"version {str(obj.get('version'))[:20]!r}, this release reads {VERSION}")
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        raise Unusable("not UTF-8") from None
+    if depth(text) > MAX_DEPTH:
+        raise Unusable(f"nested deeper than {MAX_DEPTH} levels")
     try:
-        return Memory.model_validate(obj)
+        return json.loads(text)  # NaN and Infinity parse; no entry accepts them
+    except (ValueError, RecursionError):
+        raise Unusable("not valid JSON") from None
+
+
+def entry(
+    section: str, key: Any, value: Any, limits: Limits | None
+) -> tuple[RouteMemo | ChunkMemo | FindingMemo | None, str]:
+    """One stored entry of ``section`` validated strictly (types, bounds, finite numbers, and
+    times possible under ``limits``): ``(the memo, "")`` or ``(None, why not)``."""
+    if not isinstance(key, str) or not 0 < len(key) <= MAX_KEY_CHARS or not key.isprintable():
+        return None, f"{section}: a key that is not a short line of text"
+    model = SECTIONS[section]
+    try:
+        memo = model.model_validate(value, strict=True, context={"limits": limits})
     except ValidationError as exc:
         error = exc.errors(include_url=False)[0]
-        where = ".".join(str(p) for p in error["loc"])[:80]
-        raise Unusable(f"malformed at {where}: {error['msg']}") from None
+        where = ".".join(str(p) for p in error["loc"])[:60]
+        return None, f"{section} entry malformed{' at ' + where if where else ''}: {error['msg']}"[
+            :200
+        ]
+    return memo, ""
+
+
+def decode(data: bytes | str, limit: int = MAX_BYTES, limits: Limits | None = None) -> Loaded:
+    """The usable entries of the record in ``data``; raises :class:`Unusable` when the record
+    as a whole is not (oversized, not UTF-8, too deep, not JSON, another version); an entry that
+    is not usable is dropped and counted (:class:`Loaded`)."""
+    obj = parse(data, limit)
+    if not isinstance(obj, dict):
+        raise Unusable("not a JSON object")
+    if type(obj.get("version")) is not int or obj["version"] != VERSION:
+        raise Unusable(f"version {str(obj.get('version'))[:20]!r}, this release reads {VERSION}")
+    loaded = Loaded(Memory())
+    kept: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
+    for name, section in obj.items():
+        if name == "version":
+            continue
+        if name not in SECTIONS:
+            loaded.drop(f"an unknown section {name[:40]!r}")
+            continue
+        if not isinstance(section, dict):
+            loaded.drop(f"{name} is not an object")
+            continue
+        for key, value in section.items():
+            memo, why = entry(name, key, value, limits)
+            if memo is None:
+                loaded.drop(why)
+            else:
+                kept[name][key] = memo
+    loaded.memory = assemble(kept)
+    return loaded

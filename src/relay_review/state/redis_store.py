@@ -19,18 +19,30 @@ at load or at save: one warning, and the run goes on without memory (it never fa
 
 from __future__ import annotations
 
-import json
+import hashlib
 import logging
+import re
 import time
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
-from pydantic import ValidationError
 
 from relay_review.state.ledger import RedisLedger
-from relay_review.state.memory import ChunkMemo, FindingMemo, Memory, RouteMemo
+from relay_review.state.memory import (
+    CLOCK_SKEW_S,
+    ChunkMemo,
+    FindingMemo,
+    Limits,
+    Loaded,
+    Memory,
+    RouteMemo,
+    Unusable,
+    assemble,
+    entry,
+    parse,
+)
 
 log = logging.getLogger("relay_review.state")
 
@@ -40,19 +52,55 @@ TIMEOUT_S = 1.0
 #: Most memory keys one run reads (an org's routes and recent chunks fit many times over).
 MAX_KEYS = 5000
 
-#: KEYS[1]: the entry. ARGV: JSON, its time, TTL in ms. Writes unless the stored entry is newer.
+#: The most bytes one stored entry may take (a chunk memo is a few KB; anything bigger is not ours).
+MAX_ENTRY_BYTES = 256 * 1024
+#: Keys read per MGET (bounds one reply: at most this many entries of at most MAX_ENTRY_BYTES).
+BATCH = 100
+
+#: KEYS[1]: the entry. ARGV: JSON, its time, TTL in ms, the latest time a stored entry may have
+#: (now + skew), the most bytes an entry may take. Writes unless the stored entry is a usable
+#: one that is newer; a stored value that is not ours (another type, too big, not JSON, a time
+#: that is not a number or in the future) is overwritten, never trusted.
 _SET_NEWER = """
-local current = redis.call('GET', KEYS[1])
-if current then
-  local ok, old = pcall(cjson.decode, current)
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'string' and redis.call('STRLEN', KEYS[1]) <= tonumber(ARGV[5]) then
+  local ok, old = pcall(cjson.decode, redis.call('GET', KEYS[1]))
   local at = ok and type(old) == 'table' and tonumber(old['at'])
-  if at and at > tonumber(ARGV[2]) then
+  if at and at == at and at > tonumber(ARGV[2]) and at <= tonumber(ARGV[4]) then
     return 0
   end
+elseif kind ~= 'none' and kind ~= 'string' then
+  redis.call('DEL', KEYS[1])
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', tonumber(ARGV[3]))
 return 1
 """
+
+#: KEYS[1]: an entry found unusable at load. ARGV: the SHA-1 of the value then read ('' when it
+#: was not read: another type or too big; '*' when the key's name is unusable, whatever it
+#: holds), the most bytes an entry may take. Deletes it unless another run replaced it since
+#: (a usable value is never deleted).
+_DROP_BAD = """
+local kind = redis.call('TYPE', KEYS[1])['ok']
+if kind == 'none' then return 0 end
+if ARGV[1] == '*' or kind ~= 'string' or redis.call('STRLEN', KEYS[1]) > tonumber(ARGV[2]) then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+if ARGV[1] ~= '' and redis.sha1hex(redis.call('GET', KEYS[1])) == ARGV[1] then
+  redis.call('DEL', KEYS[1])
+  return 1
+end
+return 0
+"""
+
+_GLOB = re.compile(r"([*?\[\]\\])")
+
+
+def glob_escape(text: str) -> str:
+    """``text`` matched literally in a SCAN ``MATCH`` pattern (``*``, ``?``, ``[``, ``]`` and
+    backslash escaped), so a prefix holding them never reads another setup's keys."""
+    return _GLOB.sub(r"\\\1", text)
 
 
 def split_prefix(url: str) -> tuple[str, str]:
@@ -128,6 +176,9 @@ class RedisStore:
         self.health = Health(self.where)
         self.prefix = prefix
         self._clock = clock or time.time
+        #: keys found unusable at load ({key: SHA-1 of the value read, or ''}): deleted at save
+        self._bad: dict[bytes, str] = {}
+        self._refused: list[str] = []
         self._client = redis.Redis.from_url(
             url, socket_timeout=timeout, socket_connect_timeout=timeout
         )
@@ -139,44 +190,90 @@ class RedisStore:
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}m:{kind}:{name}"
 
-    def load(self) -> Memory:
-        routes: dict[str, RouteMemo] = {}
-        accounts: dict[str, RouteMemo] = {}
-        chunks: dict[str, ChunkMemo] = {}
-        findings: dict[str, FindingMemo] = {}
-        targets: dict[str, tuple[dict[str, Any], type[Any]]] = {
-            "route": (routes, RouteMemo),
-            "account": (accounts, RouteMemo),
-            "chunk": (chunks, ChunkMemo),
-            "finding": (findings, FindingMemo),
-        }
-        bad = 0
+    def load(self, limits: Limits | None = None) -> Memory:
         try:
-            keys = []
-            for key in self._client.scan_iter(match=f"{self.prefix}m:*", count=500):
-                keys.append(key)
-                if len(keys) >= MAX_KEYS:
-                    break
-            values = self._client.mget(keys) if keys else []
-        except redis.RedisError as exc:
+            keys, values, bad = self._read()
+        except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
             return Memory()
-        for key, value in zip(keys, values, strict=True):
+        kept: dict[str, dict[str, Any]] = {"routes": {}, "accounts": {}, "chunks": {}}
+        loaded = Loaded(Memory())
+        for key, (section, ident) in keys.items():
+            value = values.get(key)
             if value is None:
-                continue  # expired between the scan and the read
-            name = key.decode(errors="replace")[len(self.prefix) + 2 :]
-            kind, _, ident = name.partition(":")
-            if kind not in targets:
-                continue
-            into, model = targets[kind]
+                continue  # expired between the scan and the read, or refused by _read
             try:
-                into[ident] = model.model_validate(json.loads(value))
-            except (ValueError, ValidationError):
-                bad += 1
-        if bad:
-            log.warning("state %s: %d unusable entries ignored", self.where, bad)
-        memory = Memory(routes=routes, accounts=accounts, chunks=chunks, findings=findings)
-        return memory.fresh(self._clock())
+                memo, why = entry(section, ident, parse(value, MAX_ENTRY_BYTES), limits)
+            except Unusable as exc:
+                memo, why = None, f"{section} entry {exc}"
+            if memo is None:
+                loaded.drop(why)
+                bad[key] = hashlib.sha1(value).hexdigest()  # noqa: S324 (compared by Redis)
+            else:
+                kept[section][ident] = memo
+        for why in self._refused:
+            loaded.drop(why)
+        self._bad = bad
+        loaded.memory = assemble(kept)
+        if loaded.ignored:
+            log.warning(
+                "state %s: %d unusable entries ignored (%s); this run deletes or overwrites them",
+                self.where,
+                loaded.ignored,
+                loaded.why,
+            )
+        return loaded.memory.fresh(self._clock())
+
+    def _read(self) -> tuple[dict[bytes, tuple[str, str]], dict[bytes, bytes], dict[bytes, str]]:
+        """The memory keys (``{key: (section, id)}``), their values (those that are strings of
+        at most :data:`MAX_ENTRY_BYTES`) and the keys that cannot be used unread (``{key: ''}``,
+        or ``'*'`` for a name that is not UTF-8; their reasons in :attr:`_refused`)."""
+        sections = {
+            b"route": "routes",
+            b"account": "accounts",
+            b"chunk": "chunks",
+            b"finding": "findings",
+        }
+        head = f"{self.prefix}m:".encode()
+        keys: dict[bytes, tuple[str, str]] = {}
+        bad: dict[bytes, str] = {}
+        self._refused = []
+        for key in self._client.scan_iter(match=glob_escape(f"{self.prefix}m:") + "*", count=500):
+            if len(keys) + len(bad) >= MAX_KEYS:
+                break
+            if not key.startswith(head):
+                continue  # SCAN matched it literally; never another setup's key
+            kind, _, ident = key[len(head) :].partition(b":")
+            if kind not in sections:
+                continue  # not a memory key
+            try:
+                keys[key] = (sections[kind], ident.decode("utf-8"))
+            except UnicodeDecodeError:
+                bad[key] = "*"
+                self._refused.append("a key that is not UTF-8")
+        names = list(keys)
+        with self._client.pipeline(transaction=False) as pipe:
+            for key in names:
+                pipe.strlen(key)
+            sizes = pipe.execute(raise_on_error=False)
+        readable = []
+        for key, size in zip(names, sizes, strict=True):
+            if isinstance(size, int) and size <= MAX_ENTRY_BYTES:
+                readable.append(key)
+                continue
+            bad[key] = ""
+            self._refused.append(
+                f"{keys[key][0]} entry of {size} bytes, more than {MAX_ENTRY_BYTES}"
+                if isinstance(size, int)
+                else f"{keys[key][0]} entry of another Redis type"
+            )
+        values: dict[bytes, bytes] = {}
+        for i in range(0, len(readable), BATCH):
+            part = readable[i : i + BATCH]
+            for key, value in zip(part, self._client.mget(part), strict=True):
+                if isinstance(value, bytes):
+                    values[key] = value
+        return keys, values, bad
 
     def save(self, memory: Memory) -> None:
         if self.health.broken:
@@ -188,17 +285,24 @@ class RedisStore:
             *((self._key("chunk", k), v) for k, v in memory.chunks.items()),
             *((self._key("finding", k), v) for k, v in memory.findings.items()),
         ]
+        written = {name.encode() for name, _ in entries}
         try:
             script = self._client.register_script(_SET_NEWER)
+            drop = self._client.register_script(_DROP_BAD)
             with self._client.pipeline(transaction=False) as pipe:
                 for key, value in entries:
-                    ttl_ms = int((value.until - now) * 1000)
+                    ttl_ms = int((value.until - now) * 1000)  # times are bounded
                     if ttl_ms > 0:
-                        script(
-                            keys=[key],
-                            args=[value.model_dump_json(), value.at, ttl_ms],
-                            client=pipe,
-                        )
-                pipe.execute()
-        except redis.RedisError as exc:
+                        latest = now + CLOCK_SKEW_S
+                        args = [value.model_dump_json(), value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
+                        script(keys=[key], args=args, client=pipe)
+                for bad, digest in self._bad.items():
+                    if bad not in written:
+                        drop(keys=[bad], args=[digest, MAX_ENTRY_BYTES], client=pipe)
+                results = pipe.execute(raise_on_error=False)
+        except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "writing memory")
+            return
+        failed = [r for r in results if isinstance(r, Exception)]
+        if failed:
+            self.health.fail(failed[0], "writing memory")

@@ -16,7 +16,10 @@ request cannot deny review to the next one (for ``[memory] dead``, org-wide with
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+from pydantic import ValidationError
 
 from relay_review.models import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
@@ -37,8 +40,9 @@ COOLING = frozenset(
 
 
 def ago(seconds: float) -> str:
-    """``42 s``, ``3 min``, ``2 h``, ``1 d``: how long ago, in one short word."""
-    s = max(0, int(seconds))
+    """``42 s``, ``3 min``, ``2 h``, ``1 d``: how long ago, in one short word (a time that is not
+    finite reads as ``0 s``: records are validated when read, this never raises)."""
+    s = max(0, int(seconds)) if math.isfinite(seconds) else 0
     if s < 60:
         return f"{s} s"
     if s < 3600:
@@ -159,9 +163,12 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
                     state="proven", outcome="ok", at=now, until=now + policy.proven
                 )
             continue
-        memo = classify(
-            outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
-        )
+        try:
+            memo = classify(
+                outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
+            )
+        except ValidationError:  # a time no memo may hold (a provider's wait of ages)
+            memo = None
         if outcome.kind in ACCOUNT_WIDE and memo is not None and e.account in board.condemned:
             accounts[e.account] = memo
         if memo is None:

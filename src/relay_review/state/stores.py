@@ -2,9 +2,10 @@
 
 Every store has the same two calls (:class:`Store`): ``load`` before routing and ``save`` after,
 both made by the pipeline only. A store never fails a run: a missing record loads as empty, an
-unusable one (corrupt, oversized, another version, not ours) as empty with one warning, and a
-save that cannot be written is one warning too. A later backend (Redis) implements the same
-protocol.
+unusable one (corrupt, oversized, not UTF-8, nested too deep, another version, not ours) as
+empty with one warning, an unusable entry in a usable record (a wrong type, a time that is not
+finite, negative or impossible now) is dropped with one warning for all of them, and this run's
+save overwrites what was dropped. A save that cannot be written is one warning too.
 """
 
 from __future__ import annotations
@@ -21,7 +22,15 @@ from pathlib import Path
 from typing import Protocol
 
 from relay_review._files import atomic_write
-from relay_review.state.memory import MAX_BYTES, Memory, Unusable, decode, encode
+from relay_review.state.memory import (
+    MAX_BYTES,
+    Limits,
+    Loaded,
+    Memory,
+    Unusable,
+    decode,
+    encode,
+)
 
 log = logging.getLogger("relay_review.state")
 
@@ -32,8 +41,9 @@ class Store(Protocol):
     #: What the report calls it: ``none``, ``file`` or ``comment``.
     kind: str
 
-    def load(self) -> Memory:
-        """The remembered record; empty when there is none or it is unusable (one warning)."""
+    def load(self, limits: Limits | None = None) -> Memory:
+        """The remembered record; empty when there is none or it is unusable, without the
+        entries that are unusable (or impossible under ``limits``); one warning for either."""
         ...
 
     def save(self, memory: Memory) -> None:
@@ -46,12 +56,26 @@ def warn_unusable(where: str, why: str) -> None:
     log.warning("state %s ignored (%s); this run starts without memory", where, why)
 
 
+def warn_entries(where: str, loaded: Loaded) -> Memory:
+    """The one warning for the entries of a store that were dropped (if any); the rest."""
+    if loaded.ignored:
+        log.warning(
+            "state %s: %d unusable %s ignored (%s); this run overwrites %s",
+            where,
+            loaded.ignored,
+            "entry" if loaded.ignored == 1 else "entries",
+            loaded.why,
+            "it" if loaded.ignored == 1 else "them",
+        )
+    return loaded.memory
+
+
 class NullStore:
     """``none``: nothing remembered, nothing written."""
 
     kind = "none"
 
-    def load(self) -> Memory:
+    def load(self, limits: Limits | None = None) -> Memory:
         return Memory()
 
     def save(self, memory: Memory) -> None:
@@ -78,17 +102,19 @@ class FileStore:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def load(self) -> Memory:
+    def load(self, limits: Limits | None = None) -> Memory:
         try:
-            with self._locked():
-                data = self.path.read_bytes()
+            with self._locked(), self.path.open("rb") as f:
+                data = f.read(self.limit + 1)  # never more than the bound into memory
         except FileNotFoundError:
             return Memory()
         except OSError as exc:
             warn_unusable(str(self.path), f"cannot read: {exc.strerror or exc}")
             return Memory()
         try:
-            return decode(data, self.limit)
+            if len(data) > self.limit:
+                raise Unusable(f"more than the {self.limit} bytes allowed")
+            return warn_entries(str(self.path), decode(data, self.limit, limits))
         except Unusable as exc:
             warn_unusable(str(self.path), str(exc))
             return Memory()
@@ -116,9 +142,18 @@ def payload_line(memory: Memory, limit: int = MAX_BYTES) -> str:
 
 
 def payload_of(body: str | None, limit: int = MAX_BYTES) -> Memory | None:
-    """The record in a comment body's payload line; None when there is none; raises
+    """The usable entries of a comment body's payload line; None when there is none; raises
     :class:`Unusable` when it is there but cannot be used."""
-    match = _PAYLOAD.search(body or "")
+    loaded = read_payload(body, limit)
+    return None if loaded is None else loaded.memory
+
+
+def read_payload(
+    body: str | None, limit: int = MAX_BYTES, limits: Limits | None = None
+) -> Loaded | None:
+    """The record in a comment body's payload line (see :func:`~.memory.decode`); None when
+    there is none; raises :class:`Unusable` when it is there but cannot be used."""
+    match = _PAYLOAD.search(body) if isinstance(body, str) else None
     if match is None:
         return None
     if len(match.group(2)) > limit:
@@ -127,7 +162,7 @@ def payload_of(body: str | None, limit: int = MAX_BYTES) -> Memory | None:
         data = base64.b64decode(match.group(2), validate=True)
     except (binascii.Error, ValueError):
         raise Unusable("payload is not base64") from None
-    return decode(data, limit)
+    return decode(data, limit, limits)
 
 
 class CommentStore:
@@ -144,14 +179,15 @@ class CommentStore:
         self.read_body = read_body
         self.line: str | None = None
 
-    def load(self) -> Memory:
+    def load(self, limits: Limits | None = None) -> Memory:
         try:
             body = self.read_body()
         except Exception as exc:  # memory never fails a run
             warn_unusable("comment", f"cannot read the sticky comment: {type(exc).__name__}")
             return Memory()
         try:
-            return payload_of(body) or Memory()
+            loaded = read_payload(body, limits=limits)
+            return Memory() if loaded is None else warn_entries("comment", loaded)
         except Unusable as exc:
             warn_unusable("comment", str(exc))
             return Memory()

@@ -1,0 +1,134 @@
+"""State URLs: which texts name a store, and why the others do not (without echoing them).
+
+A state URL may hold a Redis password, so no message here quotes any part of it except a
+scheme that is refused (``valkey://``: letters, digits and ``+.-`` only, never a password).
+
+- ``none``, ``comment`` (the action only), ``file:PATH``;
+- ``redis://`` and ``rediss://`` (exactly so, lower case) with a host, an optional port and
+  database number, and only the query parameters ``prefix`` (matched literally) and, for
+  ``rediss://``, ``ssl_cert_reqs`` (``none`` turns certificate checks off: allowed, warned);
+- anything else that starts like a URL (``word://``) is refused, never taken for a path;
+- every other text is a path.
+"""
+
+from __future__ import annotations
+
+import re
+from urllib.parse import unquote, urlsplit
+
+#: ``word://`` at the start: a URL, never a path.
+_SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
+#: Characters a user or password must percent-encode in a URL's authority.
+_UNSAFE = re.compile(r"[/?#@\[\]\s]|%(?![0-9A-Fa-f]{2})")
+#: The query parameters a Redis state URL may carry.
+QUERY = ("prefix", "ssl_cert_reqs")
+#: ``ssl_cert_reqs`` values (redis-py's); ``none`` is warned about.
+CERT_REQS = ("none", "optional", "required")
+REDIS_FORM = "redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P] (rediss:// for TLS)"
+
+
+def accepted(action: bool) -> str:
+    """The forms a state URL may take, for every refusal."""
+    first = "comment (memory in the sticky comment), " if action else ""
+    return f"use {first}none, a path, file:PATH, or {REDIS_FORM}"
+
+
+class StateUrlError(ValueError):
+    """A state URL refused; the message never holds any part of it but a refused scheme."""
+
+
+def check_state_url(text: str, *, action: bool = False) -> str:
+    """``text`` as a store URL, or :class:`StateUrlError` saying why not and what is allowed
+    (``comment`` only in the action)."""
+    try:
+        return _check(text.strip(), action)
+    except StateUrlError as exc:
+        raise StateUrlError(f"{exc}; {accepted(action)}") from None
+
+
+def _check(url: str, action: bool) -> str:
+    if url in ("none", "comment"):
+        if url == "comment" and not action:
+            raise StateUrlError("comment is only for the action")
+        return url
+    if url.startswith("file:"):
+        return _check_path(url, url[len("file:") :], action)
+    scheme = _SCHEME.match(url)
+    if scheme is None:
+        return _check_path(url, url, action)
+    if scheme.group(1) not in ("redis", "rediss"):
+        shown = scheme.group(1)[:20]
+        raise StateUrlError(f"has an unknown scheme `{shown}://`")
+    _check_redis_url(url, action)
+    return url
+
+
+def _check_path(url: str, path: str, action: bool) -> str:
+    if not path or not path.isprintable() or len(path) > 1024:
+        raise StateUrlError("is not allowed as a path")
+    return url
+
+
+def _check_redis_url(url: str, action: bool) -> None:
+    """A ``redis://``/``rediss://`` URL redis-py reads as meant: one printable line, a user
+    and password percent-encoded, a host, a port and a database number, known parameters."""
+    if not url.isprintable() or len(url) > 2048:
+        raise StateUrlError("is not allowed (not one printable line)")
+    rest = url.split("://", 1)[1]
+    user, at, _ = rest.rpartition("@")
+    if (at and _UNSAFE.search(user)) or (not at and "#" in rest):
+        raise StateUrlError(
+            "has characters that must be percent-encoded in its password (or user, or prefix): "
+            "# @ / ? [ ] % and spaces; encode them (Python: urllib.parse.quote(password, "
+            "safe='')) and set the URL again"
+        )
+    try:
+        parts = urlsplit(url)
+        host, port = parts.hostname, parts.port
+    except ValueError:
+        raise StateUrlError("has a port that is not a number up to 65535") from None
+    if not host:
+        raise StateUrlError("names no host")
+    if port == 0:
+        raise StateUrlError("has a port that is not a number up to 65535")
+    if parts.path not in ("", "/") and not re.fullmatch(r"/[0-9]{1,5}", parts.path):
+        raise StateUrlError("has a database that is not a number")
+    query = [item.partition("=") for item in parts.query.split("&") if item]
+    if any(not sep for _, sep, _ in query):
+        raise StateUrlError("has a query that is not name=value pairs")
+    query = [(name, "", unquote(value)) for name, _, value in query]
+    names = [name for name, _, _ in query]
+    if any(name not in QUERY for name in names) or len(set(names)) != len(names):
+        raise StateUrlError(
+            "has a query parameter that is not allowed (or given twice); use only ?prefix=P "
+            "and, for rediss://, ?ssl_cert_reqs=none|optional|required"
+        )
+    values = {name: value for name, _, value in query}
+    reqs = values.get("ssl_cert_reqs")
+    if reqs is not None and (parts.scheme != "rediss" or reqs not in CERT_REQS):
+        raise StateUrlError(
+            "has ssl_cert_reqs that is not allowed; it is for rediss:// only, one of "
+            + ", ".join(CERT_REQS)
+        )
+    prefix = values.get("prefix")
+    if prefix is not None and (not prefix or not prefix.isprintable() or len(prefix) > 200):
+        raise StateUrlError("has a prefix that is not 1 to 200 printable characters")
+
+
+def checks_off(url: str) -> bool:
+    """Whether a (checked) state URL turns certificate checks off (``ssl_cert_reqs=none``)."""
+    if not url.startswith("rediss://"):
+        return False
+    return "ssl_cert_reqs=none" in urlsplit(url).query.split("&")
+
+
+def url_secrets(text: str) -> list[str]:
+    """Whatever in a ``redis://``/``rediss://`` text may be its password, as written and
+    decoded (to mask like a key), even when the URL is refused; [] for other texts."""
+    url = text.strip()
+    scheme = _SCHEME.match(url)
+    if scheme is None or scheme.group(1).lower() not in ("redis", "rediss"):
+        return []
+    user, at, _ = url[scheme.end() :].rpartition("@")
+    password = user.partition(":")[2] if at else ""
+    return list(dict.fromkeys(p for p in (password, unquote(password)) if p))

@@ -1,0 +1,426 @@
+"""Issue 19: every store record is input, not truth.
+
+Each class of bad record (nested deep, not finite, negative, impossible now, oversized, of the
+wrong type, not UTF-8) goes into each store's loader (file, comment payload, a real Redis):
+nothing escapes, one warning, the good entries are kept and this run's save overwrites the bad
+ones. Hypothesis feeds random JSON and random bytes to every loader. One case runs through the
+CLI (``relay-review drill --state FILE`` with a corrupt file).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from relay_review.settings import MemoryPolicy
+from relay_review.state import FileStore, Limits, Memory
+from relay_review.state.memory import (
+    MAX_DEPTH,
+    VERSION,
+    ChunkMemo,
+    RouteMemo,
+    Unusable,
+    decode,
+    horizon,
+)
+from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore, glob_escape
+from relay_review.state.routes import ago
+from relay_review.state.stores import CommentStore, read_payload
+
+NOW = 1_800_000_000.0
+LIMITS = Limits.of(MemoryPolicy(), NOW)
+GOOD = {"state": "dead", "outcome": "not_found", "at": NOW - 60, "until": NOW + 3600}
+GOOD_MEMO = RouteMemo.model_validate(GOOD)
+LONGEST = horizon(MemoryPolicy())  # 14 days: the review cache's TTL
+
+
+def deep(n: int) -> str:
+    return "[" * n + "]" * n
+
+
+#: (name, a bad route entry as JSON text): each must be dropped, its neighbour kept.
+BAD_ENTRIES: list[tuple[str, str]] = [
+    ("nested 1,000 deep", deep(1000)),
+    ("nested past the cap", deep(MAX_DEPTH + 1)),
+    ("at 1e999", json.dumps({**GOOD, "at": "X"}).replace('"X"', "1e999")),
+    ("until NaN", json.dumps({**GOOD, "until": "X"}).replace('"X"', "NaN")),
+    ("until -Infinity", json.dumps({**GOOD, "until": "X"}).replace('"X"', "-Infinity")),
+    ("negative at", json.dumps({**GOOD, "at": -5.0})),
+    ("negative strikes", json.dumps({**GOOD, "strikes": -1})),
+    ("at in the future", json.dumps({**GOOD, "at": NOW + 3600})),
+    ("until past the longest TTL", json.dumps({**GOOD, "until": NOW + LONGEST + 3600})),
+    ("a 3,000-year cooldown", json.dumps({**GOOD, "until": NOW + 99999999999})),
+    ("until before at", json.dumps({**GOOD, "at": NOW - 10, "until": NOW - 20})),
+    ("at as a string", json.dumps({**GOOD, "at": str(NOW)})),
+    ("strikes as a bool", json.dumps({**GOOD, "strikes": True})),
+    ("a huge integer", json.dumps({**GOOD, "at": 10**400})),
+    ("a list", json.dumps([GOOD])),
+    ("unknown state", json.dumps({**GOOD, "state": "zombie"})),
+    ("an extra field", json.dumps({**GOOD, "evil": 1})),
+    ("oversized outcome", json.dumps({**GOOD, "outcome": "x" * 5000})),
+]
+
+
+def record(bad_entry: str) -> bytes:
+    """A record of this version with one good route and the bad one next to it."""
+    good = json.dumps(GOOD)
+    return f'{{"version":{VERSION},"routes":{{"good/m":{good},"bad/m":{bad_entry}}}}}'.encode()
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+# --- the loaders, class by class -------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("name", "bad"), BAD_ENTRIES, ids=[n for n, _ in BAD_ENTRIES])
+def test_a_bad_entry_in_a_file_is_dropped_with_one_warning_and_overwritten(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, name: str, bad: str
+) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(record(bad))
+    store = FileStore(path)
+    with caplog.at_level(logging.WARNING):
+        memory = store.load(LIMITS)
+    if name.startswith("nested"):  # the whole record is too deep to parse: ignored whole
+        assert memory == Memory()
+    else:
+        assert memory.routes == {"good/m": GOOD_MEMO}
+    (warning,) = warnings_of(caplog)
+    assert str(path) in warning
+    store.save(memory)  # this run's save overwrites the bad entry
+    caplog.clear()
+    assert store.load(LIMITS) == memory and not warnings_of(caplog)
+    assert json.loads(path.read_text())["version"] == VERSION
+
+
+@pytest.mark.parametrize(
+    ("content", "why"),
+    [
+        (b"\xff\xfe" + "{}".encode("utf-16-le"), "not UTF-8"),
+        (b'{"version": 1, "routes": {"a": "\xc3\x28"}}', "not UTF-8"),
+        (deep(1000).encode(), "nested deeper"),
+        (b'{"version": 1, "x": ' + deep(100).encode() + b"}", "nested deeper"),
+        (b'{"version": true}', "version"),
+        (b'{"version": 1, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}', "more than"),
+        (b"", "not valid JSON"),
+        (b"1e999", "not a JSON object"),
+    ],
+)
+def test_a_record_unusable_as_a_whole_is_ignored_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, why: str
+) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(content)
+    with caplog.at_level(logging.WARNING):
+        assert FileStore(path).load(LIMITS) == Memory()
+    (warning,) = warnings_of(caplog)
+    assert why in warning
+
+
+def test_a_file_is_never_read_past_its_bound(tmp_path: Path) -> None:
+    path = tmp_path / "state.json"
+    with path.open("wb") as f:  # a sparse 4 GiB file: reading it whole would take 4 GiB
+        f.seek(4 * 1024**3)
+        f.write(b"}")
+    assert FileStore(path, limit=1024).load(LIMITS) == Memory()
+
+
+def test_the_comment_payload_drops_bad_entries_too(caplog: pytest.LogCaptureFixture) -> None:
+    bad = dict(BAD_ENTRIES)["at 1e999"]
+    line = f"<!-- relay-review:state v1 {base64.b64encode(record(bad)).decode()} -->"
+    with caplog.at_level(logging.WARNING):
+        memory = CommentStore(lambda: f"verdict\n{line}\n").load(LIMITS)
+    assert memory.routes == {"good/m": GOOD_MEMO}
+    (warning,) = warnings_of(caplog)
+    assert "comment" in warning and "1 unusable entry" in warning
+    caplog.clear()
+    deep_line = f"<!-- relay-review:state v1 {base64.b64encode(deep(5000).encode()).decode()} -->"
+    with caplog.at_level(logging.WARNING):
+        assert CommentStore(lambda: deep_line).load(LIMITS) == Memory()
+    assert len(warnings_of(caplog)) == 1
+    assert CommentStore(lambda: 42).load(LIMITS) == Memory()  # type: ignore[arg-type, return-value]
+
+
+def test_limits_follow_the_policy() -> None:
+    """A longer ``[memory]`` time makes a longer ``until`` possible; the default refuses it."""
+    until = NOW + 30 * 86400
+    data = json.dumps({"version": VERSION, "chunks": {"c" * 32: {"at": NOW, "until": until}}})
+    assert not decode(data, limits=LIMITS).memory.chunks
+    longer = Limits.of(MemoryPolicy(review=40 * 86400), NOW)
+    assert decode(data, limits=longer).memory.chunks
+
+
+def test_ago_never_raises() -> None:
+    assert ago(float("inf")) == "0 s" and ago(float("nan")) == "0 s" and ago(1e300) != ""
+
+
+# --- property tests: random JSON and random bytes into every loader --------------------------
+
+_SCALARS = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=20)
+)
+_JSON = st.recursive(
+    _SCALARS,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner),
+    max_leaves=30,
+)
+_FIELDS = st.sampled_from(["state", "outcome", "at", "until", "strikes", "head", "paths", "x"])
+_ENTRY = st.dictionaries(_FIELDS, _JSON | st.sampled_from(["proven", "dead", NOW, NOW + 60]))
+#: Records shaped like ours (so the entry validation is reached), with random contents.
+_RECORD = st.fixed_dictionaries(
+    {"version": st.sampled_from([VERSION, VERSION, VERSION, VERSION + 1, True, str(VERSION)])},
+    optional={
+        "routes": st.dictionaries(st.text(max_size=10), _ENTRY | _JSON, max_size=4),
+        "accounts": st.dictionaries(st.text(max_size=10), _ENTRY, max_size=3),
+        "chunks": st.dictionaries(st.text(max_size=40), _ENTRY | _JSON, max_size=3),
+        "other": _JSON,
+    },
+)
+_DATA = st.one_of(
+    st.binary(max_size=400),
+    _JSON.map(lambda v: json.dumps(v).encode()),
+    _RECORD.map(lambda v: json.dumps(v).encode()),
+    st.integers(1, 3000).map(lambda n: deep(n).encode()),
+)
+
+
+def assert_valid(memory: Memory) -> None:
+    """What a loader returns is a memory every entry of which validates strictly now."""
+    assert isinstance(memory, Memory)
+    for section, model in (("routes", RouteMemo), ("accounts", RouteMemo), ("chunks", ChunkMemo)):
+        for key, memo in getattr(memory, section).items():
+            assert isinstance(key, str) and key.isprintable()
+            model.model_validate(memo.model_dump(), strict=True, context={"limits": LIMITS})
+
+
+@settings(max_examples=400, deadline=None)
+@given(_DATA)
+def test_random_bytes_and_json_never_escape_the_record_decoder(data: bytes) -> None:
+    try:
+        loaded = decode(data, limits=LIMITS)
+    except Unusable:
+        return
+    assert_valid(loaded.memory)
+
+
+@settings(
+    max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(_DATA)
+def test_random_bytes_into_the_file_and_comment_stores(tmp_path: Path, data: bytes) -> None:
+    path = tmp_path / "state.json"
+    path.write_bytes(data)
+    assert_valid(FileStore(path).load(LIMITS))
+    body = f"x\n<!-- relay-review:state v1 {base64.b64encode(data).decode()} -->\n"
+    assert_valid(CommentStore(lambda: body).load(LIMITS))
+    try:
+        loaded = read_payload(body, limits=LIMITS)
+    except Unusable:
+        return
+    assert loaded is not None
+    assert_valid(loaded.memory)
+
+
+# --- Redis: one key per entry, each its own input --------------------------------------------
+
+
+@pytest.fixture
+def redis_client(redis_server: Any) -> Any:
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+def redis_store(url: str, prefix: str = "t:") -> RedisStore:
+    return RedisStore(url, prefix=prefix, clock=lambda: NOW)
+
+
+def test_bad_redis_keys_are_dropped_with_one_warning_then_deleted_or_overwritten(
+    redis_server: Any, redis_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    good = json.dumps(GOOD)
+    r = redis_client
+    r.set("t:m:route:good/m", good, px=3_600_000)
+    for i, (_, bad) in enumerate(BAD_ENTRIES):
+        r.set(f"t:m:route:bad{i}", bad, px=3_600_000)
+    r.set("t:m:route:bytes", b"\xff\xfe\x00garbage", px=3_600_000)
+    r.set(b"t:m:route:\xffkey", good, px=3_600_000)  # a key that is not UTF-8
+    r.set("t:m:route:big", "x" * (MAX_ENTRY_BYTES + 1), px=3_600_000)
+    r.hset("t:m:route:hash", "a", "b")  # another Redis type
+    r.rpush("t:m:chunk:list", "a")
+    # a stored "newer" entry with an impossible time would block every later write
+    r.set("t:m:route:future/m", json.dumps({**GOOD, "at": 1e300}), px=3_600_000)
+    r.set("t:m:route:inf/m", json.dumps({**GOOD, "at": "X"}).replace('"X"', "1e999"))
+    store = redis_store(redis_server.url)
+    with caplog.at_level(logging.WARNING):
+        memory = store.load(LIMITS)
+    assert memory.routes == {"good/m": GOOD_MEMO}
+    (warning,) = warnings_of(caplog)
+    assert "unusable entries ignored" in warning
+    fresh = RouteMemo(state="proven", outcome="ok", at=NOW, until=NOW + 600)
+    routes = {**memory.routes, "future/m": fresh, "inf/m": fresh}
+    store.save(Memory(routes=routes))
+    assert not store.health.broken
+    left = sorted(k.decode(errors="replace") for k in r.scan_iter(match="t:*"))
+    assert left == ["t:m:route:future/m", "t:m:route:good/m", "t:m:route:inf/m"]
+    assert json.loads(r.get("t:m:route:future/m"))["at"] == NOW  # overwritten, not kept
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        again = redis_store(redis_server.url).load(LIMITS)
+    assert again.routes == routes and not warnings_of(caplog)
+
+
+def test_a_bad_key_replaced_by_another_run_meanwhile_is_not_deleted(
+    redis_server: Any, redis_client: Any
+) -> None:
+    redis_client.set("t:m:route:a/m", "not json", px=60_000)
+    store = redis_store(redis_server.url)
+    assert store.load(LIMITS) == Memory()
+    redis_client.set("t:m:route:a/m", json.dumps(GOOD), px=60_000)  # another run, in between
+    store.save(Memory())
+    assert json.loads(redis_client.get("t:m:route:a/m")) == GOOD
+
+
+def test_a_prefix_with_glob_characters_is_matched_literally(
+    redis_server: Any, redis_client: Any
+) -> None:
+    good = json.dumps(GOOD)
+    for prefix in ("org*:", "orgX:", "org?:", "org[a]:", "orga:", "or\\g:"):
+        redis_client.set(f"{prefix}m:route:{prefix}/m", good, px=60_000)
+    for prefix in ("org*:", "org?:", "org[a]:", "or\\g:"):
+        routes = redis_store(redis_server.url, prefix).load(LIMITS).routes
+        assert list(routes) == [f"{prefix}/m"], prefix
+    assert glob_escape("a*b?c[d]e\\") == "a\\*b\\?c\\[d\\]e\\\\"
+
+
+@settings(
+    max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(st.lists(_DATA, min_size=1, max_size=4), st.binary(min_size=1, max_size=12))
+def test_random_values_and_keys_in_redis_never_escape(
+    redis_server: Any, redis_client: Any, values: list[bytes], name: bytes
+) -> None:
+    redis_client.flushdb()
+    for i, value in enumerate(values):
+        section = ("route", "account", "chunk")[i % 3]
+        redis_client.set(b"t:m:" + section.encode() + b":" + name + bytes([i]), value, px=60_000)
+    store = redis_store(redis_server.url)
+    memory = store.load(LIMITS)
+    assert_valid(memory)
+    store.save(memory)
+    assert not store.health.broken
+
+
+# --- through the CLI --------------------------------------------------------------------------
+
+
+def cli(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "relay_review", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, **(env or {})},
+        check=False,
+    )
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(
+    "content",
+    [
+        deep(1000).encode(),
+        b'{"version":%d,"routes":{"x/m":{"state":"dead","outcome":"not_found","at":1e999,'
+        b'"until":1e999}}}' % VERSION,
+        b"\xff\xfe\xfd not UTF-8",
+    ],
+    ids=["nested-1000", "at-1e999", "not-utf8"],
+)
+def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_it(
+    tmp_path: Path, content: bytes
+) -> None:
+    state = tmp_path / "state.json"
+    state.write_bytes(content)
+    run = cli("drill", "--scenario", "mixed", "--state", str(state), "--format", "json")
+    assert run.returncode == 0, run.stderr
+    assert "Traceback" not in run.stderr
+    warnings = [line for line in run.stderr.splitlines() if f"state {state}" in line]
+    assert len(warnings) == 1, run.stderr
+    rewritten = json.loads(state.read_text(encoding="utf-8"))
+    assert rewritten["version"] == VERSION and rewritten["routes"]  # this run's memory, valid
+    assert FileStore(state).load().routes  # and it loads back without a warning
+
+
+# --- the quota ledger's keys are input too ----------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda r: r.set("t:ledger:acme:closed", "garbage", px=60_000),
+        lambda r: r.set("t:ledger:acme:closed", "nan", px=60_000),
+        lambda r: r.set("t:ledger:acme:closed", "1e300"),  # no TTL: not ours, closed forever
+        lambda r: r.hset("t:ledger:acme:m", "a", "b"),  # another type
+        lambda r: r.set("t:ledger:acme:d", "x"),
+        lambda r: r.zadd("t:ledger:acme:m", {f"f{i}": 1e15 for i in range(5)}),  # in the future
+    ],
+    ids=["closed-garbage", "closed-nan", "closed-forever", "minute-hash", "day-string", "future"],
+)
+async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
+    redis_server: Any, redis_client: Any, plant: Any
+) -> None:
+    import redis.asyncio as aioredis
+
+    from relay_review.state.ledger import Budget, RedisLedger
+
+    plant(redis_client)
+    client = aioredis.Redis.from_url(redis_server.url)
+    try:
+        ledger = RedisLedger(client, prefix="t:")
+        granted = [(await ledger.reserve("acme", Budget(rpm=2, rpd=10))).granted for _ in range(3)]
+        assert granted == [True, True, False]  # the budget still counts, from our own entries
+        await ledger.close("acme", 5)
+        refused = await ledger.reserve("acme", Budget())
+        assert refused.window == "closed" and 0 < refused.wait_s <= 5
+    finally:
+        await client.aclose()
+
+
+def test_a_memo_no_record_may_hold_is_not_remembered_and_never_raises() -> None:
+    """A provider's wait of ages (``Retry-After: 99999999999``) makes a memo past every bound:
+    the route is not remembered, the run's save goes on (the cap itself is the routing's)."""
+    from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+    from relay_review.routing.board import RouteBoard
+    from relay_review.state.routes import remember
+
+    route = Route(
+        index=0,
+        account="acme",
+        provider="openai_compatible",
+        model="m",
+        agent_id="acme/m",
+        api_key_env="ACME_KEY",
+    )
+    board = RouteBoard([CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)])
+    board.outcomes["acme/m"] = Outcome(kind=OutcomeKind.RATE_LIMITED, retry_after=1e12)
+    memory = remember(Memory(), board, NOW, MemoryPolicy())
+    assert "acme/m" not in memory.routes
