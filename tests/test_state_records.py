@@ -32,6 +32,7 @@ from relay_review.state.memory import (
     RouteMemo,
     Unusable,
     decode,
+    encode,
     horizon,
 )
 from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore, glob_escape
@@ -405,9 +406,9 @@ async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
         await client.aclose()
 
 
-def test_a_memo_no_record_may_hold_is_not_remembered_and_never_raises() -> None:
-    """A provider's wait of ages (``Retry-After: 99999999999``) makes a memo past every bound:
-    the route is not remembered, the run's save goes on (the cap itself is the routing's)."""
+def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
+    """A provider's wait of ages (``Retry-After: 99999999999``) never makes a memo past every
+    bound: it is capped at the longest ``[memory]`` time, and the run's save goes on."""
     from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
     from relay_review.routing.board import RouteBoard
     from relay_review.state.routes import remember
@@ -423,4 +424,8 @@ def test_a_memo_no_record_may_hold_is_not_remembered_and_never_raises() -> None:
     board = RouteBoard([CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)])
     board.outcomes["acme/m"] = Outcome(kind=OutcomeKind.RATE_LIMITED, retry_after=1e12)
     memory = remember(Memory(), board, NOW, MemoryPolicy())
-    assert "acme/m" not in memory.routes
+    # the routing caps the provider's number at the longest [memory] time (issue 19): the
+    # cooldown is remembered within what a record may hold, and reads back as one
+    memo = memory.routes["acme/m"]
+    assert memo.state == "cooling" and memo.until <= NOW + LONGEST
+    assert decode(encode(memory), limits=LIMITS).memory.routes["acme/m"] == memo

@@ -491,7 +491,7 @@ def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
     from relay_review.state.memory import FindingMemo, Memory, decode, encode
 
     old = decode(b'{"version":2,"routes":{},"accounts":{},"chunks":{}}')
-    assert old.findings == {}  # a record written before findings were kept still reads
+    assert old.memory.findings == {}  # a record written before findings were kept still reads
     memo = FindingMemo(
         path="app.py", cited="c" * 20 + ":1", first="abc", state="dismissed", at=1, until=10
     )
@@ -501,7 +501,7 @@ def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
     assert m.fresh(5).findings and not m.fresh(11).findings
     data = encode(m, 4096)
     assert len(data) <= 4096
-    kept = decode(data).findings
+    kept = decode(data).memory.findings
     assert kept and len(kept) < 300
     assert min(v.at for v in kept.values()) > 0  # the oldest went first
     with pytest.raises(ValueError):

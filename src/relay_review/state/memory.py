@@ -55,26 +55,31 @@ class Limits:
     now: float
     horizon: float
     skew: float = CLOCK_SKEW_S
+    #: the longest a finding's state across pushes may count (``[memory] findings``)
+    findings: float = 0.0
 
     @classmethod
     def of(cls, policy: MemoryPolicy | None, now: float) -> Limits:
         """The limits for ``policy`` (the default policy when None) at ``now``."""
-        return cls(now=now, horizon=horizon(policy or MemoryPolicy()))
+        policy = policy or MemoryPolicy()
+        return cls(now=now, horizon=horizon(policy), findings=policy.findings)
 
-    def problem(self, at: float, until: float) -> str | None:
-        """Why an entry with these times cannot be true now (None: they can)."""
+    def problem(self, at: float, until: float, longest: float | None = None) -> str | None:
+        """Why an entry with these times cannot be true now (None: they can); ``longest``: its
+        section's longest time (:attr:`horizon` when None)."""
         if at > self.now + self.skew:
             return "a time in the future"
         if until < at:
             return "an end before its start"
-        if until > self.now + self.horizon + self.skew:
+        if until > self.now + (self.horizon if longest is None else longest) + self.skew:
             return "an end beyond the longest [memory] time"
         return None
 
 
 def horizon(policy: MemoryPolicy) -> float:
-    """The longest any memo may count: the largest ``[memory]`` time of ``policy``."""
-    return max(float(v) for v in policy.model_dump().values())
+    """The longest a route, account or chunk memo may count: the largest ``[memory]`` time of
+    ``policy`` but ``findings`` (a finding's state across pushes, bounded on its own)."""
+    return max(float(v) for k, v in policy.model_dump().items() if k != "findings")
 
 
 class _Record(BaseModel):
@@ -88,11 +93,14 @@ class _Timed(_Record):
     at: float = _Time
     until: float = _Time
 
+    def _longest(self, limits: Limits) -> float | None:
+        return None  # the limits' horizon
+
     @model_validator(mode="after")
     def _possible(self, info: ValidationInfo) -> Any:
         limits = (info.context or {}).get("limits")
         if isinstance(limits, Limits):
-            problem = limits.problem(self.at, self.until)
+            problem = limits.problem(self.at, self.until, self._longest(limits))
             if problem:
                 raise ValueError(problem)
         return self
@@ -146,6 +154,9 @@ class FindingMemo(_Timed):
     first: str = Field("", max_length=64)
     state: FindingState = "open"
     how: str = Field("", max_length=40)
+
+    def _longest(self, limits: Limits) -> float | None:
+        return max(limits.horizon, limits.findings)
 
 
 class Memory(_Record):

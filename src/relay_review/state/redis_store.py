@@ -32,6 +32,7 @@ import redis.asyncio as aioredis
 from relay_review.state.ledger import RedisLedger
 from relay_review.state.memory import (
     CLOCK_SKEW_S,
+    SECTIONS,
     ChunkMemo,
     FindingMemo,
     Limits,
@@ -196,7 +197,7 @@ class RedisStore:
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
             return Memory()
-        kept: dict[str, dict[str, Any]] = {"routes": {}, "accounts": {}, "chunks": {}}
+        kept: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
         loaded = Loaded(Memory())
         for key, (section, ident) in keys.items():
             value = values.get(key)

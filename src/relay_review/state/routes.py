@@ -24,7 +24,7 @@ from pydantic import ValidationError
 from relay_review.models import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
 from relay_review.settings import MemoryPolicy
-from relay_review.state.memory import Memory, RouteMemo
+from relay_review.state.memory import Memory, RouteMemo, horizon
 
 #: Outcomes that mean the route will not serve (until its memo runs out).
 DEAD = frozenset({OutcomeKind.NOT_FOUND, OutcomeKind.BAD_REQUEST})
@@ -96,16 +96,9 @@ def recall(board: RouteBoard, memory: Memory, now: float) -> Recalled:
 
 def longest_ttl(policy: MemoryPolicy) -> float:
     """The longest a memo may count: the policy's longest ``[memory]`` TTL (a provider's
-    ``Retry-After`` remembered as a cooldown is capped at it)."""
-    return max(
-        policy.proven,
-        policy.dead,
-        policy.rate_limited,
-        policy.timeout,
-        policy.timeout_max,
-        policy.server_error,
-        policy.review,
-    )
+    ``Retry-After`` remembered as a cooldown is capped at it); the same bound records are read
+    with (:func:`relay_review.state.memory.horizon`)."""
+    return horizon(policy)
 
 
 def classify(
