@@ -374,3 +374,45 @@ def test_reply_schema_bounds_findings_to_the_chunk() -> None:
     schema = reply_schema(3, 2)
     assert schema["properties"]["findings"]["maxItems"] == 3
     assert schema["properties"]["files"]["maxItems"] == 2
+
+
+# ---------------------------------------------------------------------------------------------
+# context_too_long that names the limit: the chunk is re-planned smaller and tried once more
+
+TOO_LONG = Outcome(
+    kind=OutcomeKind.CONTEXT_TOO_LONG,
+    http_status=400,
+    detail="HTTP 400: request (5503 tokens) exceeds the available context size (4096 tokens),"
+    " try increasing it",
+)
+
+
+def by_files(body: dict) -> Outcome:
+    user = body["messages"][1]["content"]
+    if len(user) > 1300:  # the whole sample diff is too long; its re-planned parts fit
+        return TOO_LONG
+    if "shell=True" in user:
+        return ok(GOOD)
+    return ok(json.dumps({"summary": "Settings change; nothing to report.", "findings": []}))
+
+
+async def test_context_too_long_naming_the_limit_replans_the_chunk_once() -> None:
+    chat = Scripted(by_files)
+    pol = policy()
+    pol = pol.model_copy(
+        update={"review": pol.review.model_copy(update={"max_output_tokens": 256})}
+    )
+    report = await run(chat, pol)
+    assert report["attempts"][0]["outcome"] == "context_too_long"
+    assert report["served_by"] is not None, report["attempts"]
+    assert len(chat.bodies) >= 3  # the whole chunk, then its parts (tried once each)
+    assert all(len(b["messages"][1]["content"]) <= 1300 for b in chat.bodies[1:])
+    assert report["decision"] == "request_changes"
+    assert all(c["served_by"] for c in report["chunks"])
+
+
+async def test_context_too_long_without_a_limit_is_not_replanned() -> None:
+    bare = TOO_LONG.model_copy(update={"detail": "HTTP 413: payload too large"})
+    chat = Scripted(lambda _b: bare)
+    report = await run(chat, policy())
+    assert len(chat.bodies) == 1 and report["decision"] == "unavailable"

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -440,7 +441,85 @@ async def serve_chunks(
         return result
 
     async with session:
-        return list(await asyncio.gather(*(one(c) for c in chunks)))
+        results = list(await asyncio.gather(*(one(c) for c in chunks)))
+        for i, (chunk, result) in enumerate(zip(chunks, results, strict=True)):
+            smaller = replan_too_long(chunk, result, policy)
+            if not smaller:
+                continue
+            session.readmit(
+                {a.agent_id for a in result.attempts if a.outcome == "context_too_long"}
+            )
+            log.info(
+                "review: chunk %d was too long for a route: re-planned into %d smaller chunks",
+                chunk.number,
+                len(smaller),
+            )
+            parts = list(await asyncio.gather(*(one(c) for c in smaller)))
+            results[i] = merge_parts(result, parts)
+        return results
+
+
+#: A context limit named in a ``context_too_long`` answer: llama-server's "available context
+#: size (4096 tokens)", OpenAI's "maximum context length is 8192 tokens", vLLM's, ``n_ctx``.
+_CONTEXT_LIMIT = re.compile(
+    r"(?:context(?:[ _-](?:size|length|window|limit))|maximum context length|n_ctx)"
+    r"\D{0,24}?(\d{3,8})",
+    re.IGNORECASE,
+)
+
+
+def context_limit(detail: str) -> int | None:
+    """The context window (tokens) a refusal names, if it names one."""
+    m = _CONTEXT_LIMIT.search(detail or "")
+    return int(m.group(1)) if m else None
+
+
+def replan_too_long(chunk: Chunk, result: ServeResult, policy: Policy) -> list[Chunk]:
+    """Smaller chunks for a chunk no route served because a route said it was too long *and*
+    named its limit: planned for that limit (at most half the chunk); ``[]`` when there is no
+    such answer or the chunk cannot shrink. Tried once (the parts are not re-planned again)."""
+    if result.ok:
+        return []
+    limits = [
+        n
+        for a in result.attempts
+        if a.outcome == "context_too_long" and (n := context_limit(a.detail)) is not None
+    ]
+    if not limits:
+        return []
+    r = policy.review
+    fits = diff_budget(min(limits), r.max_output_tokens)
+    budget = max(MIN_CHUNK_TOKENS, min(fits, chunk.tokens // 2))
+    if budget >= chunk.tokens:
+        return []
+    plan = plan_chunks(DiffIndex(chunk.files), budget, exclude=(), max_line_chars=r.max_line_chars)
+    if len(plan.chunks) < 2 or any(f.left_out for f in plan.files):
+        return []
+    return plan.chunks
+
+
+def merge_parts(whole: ServeResult, parts: list[ServeResult]) -> ServeResult:
+    """One chunk's result from its re-planned parts: served when every part was (their
+    findings and summaries joined), else not served; every attempt is kept."""
+    attempts = [*whole.attempts, *(a for p in parts for a in p.attempts)]
+    if not all(p.ok for p in parts):
+        stopped = next((p.stopped for p in parts if not p.ok), whole.stopped)
+        return ServeResult(attempts=attempts, stopped=stopped)
+    verdicts: list[ChunkVerdict] = [p.value for p in parts]
+    value = ChunkVerdict(
+        " ".join(v.summary for v in verdicts if v.summary),
+        merge_findings([v.verified for v in verdicts]),
+        [u for v in verdicts for u in v.unverified],
+        cut=any(v.cut for v in verdicts),
+        notes=[n for v in verdicts for n in v.notes],
+    )
+    return ServeResult(
+        reply=parts[0].reply,
+        value=value,
+        served_by=parts[0].served_by,
+        attempts=attempts,
+        stopped=parts[0].stopped,
+    )
 
 
 async def review(

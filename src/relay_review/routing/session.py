@@ -155,6 +155,14 @@ class RoutingSession:
         _, outcome, attempt, _ = await failover.attempt_on(entry, key, self._context(), request)
         return outcome, attempt
 
+    def readmit(self, agent_ids: set[str]) -> None:
+        """Let routes that refused a request as too long serve again: the caller re-planned
+        that request smaller (the review's one re-plan on ``context_too_long``)."""
+        for agent_id in agent_ids:
+            self.board.out.discard(agent_id)
+            self.board.set(agent_id, status=Readiness.READY, detail="re-admitted: smaller request")
+        self.board.touch()
+
     def _context(self) -> RunContext:
         assert self._run is not None, "use the session as an async context manager"
         return self._run
