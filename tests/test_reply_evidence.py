@@ -25,6 +25,7 @@ from relay_review.review.verdict import (
     all_invented,
     evidence_problem,
     has_word,
+    loops,
     parse_reply_parts,
     validate_parts,
 )
@@ -416,3 +417,14 @@ async def test_context_too_long_without_a_limit_is_not_replanned() -> None:
     chat = Scripted(lambda _b: bare)
     report = await run(chat, policy())
     assert len(chat.bodies) == 1 and report["decision"] == "unavailable"
+
+
+def test_a_looping_summary_is_junk() -> None:
+    loop = "The report is a file that contains the data for the request. " * 5
+    assert loops(loop)
+    assert not loops(
+        "Adds an export of reports as tarballs. The shell command is built from arguments and"
+        " runs with shell=True, which allows command injection; the size limit grew tenfold."
+    )
+    parsed = parse_reply_parts(json.dumps({"summary": loop, "findings": []}))
+    assert "repeats itself" in (evidence_problem(parsed, CHUNK.paths) or "")

@@ -662,17 +662,33 @@ def has_word(text: str) -> bool:
     return bool(_WORD.search(text or ""))
 
 
+#: Word shingles (runs of this many words) a looping text repeats.
+_SHINGLE_WORDS = 6
+
+
+def loops(text: str) -> bool:
+    """Whether ``text`` is a model stuck in a loop: among its runs of six words (at least 12 of
+    them), fewer than half are distinct ("The report is a file that ... The report is a file
+    that ..."). A real summary of one to three sentences never repeats itself like that."""
+    words = re.findall(r"\w+", text.casefold())
+    runs = [tuple(words[i : i + _SHINGLE_WORDS]) for i in range(len(words) - _SHINGLE_WORDS + 1)]
+    return len(runs) >= 12 and len(set(runs)) * 2 < len(runs)
+
+
 def evidence_problem(parsed: ParsedReply, paths: Sequence[str]) -> str | None:
     """Why the reply is not evidence of a review of a chunk holding ``paths`` (``None``: it is).
 
-    A summary that is empty or junk (no word), or file notes naming a file that is not in the
-    chunk, mean the model did not read this diff. Notes are optional (models omit them).
+    A summary that is empty or junk (no word, or a loop repeating itself), or file notes naming
+    a file that is not in the chunk, mean the model did not read this diff. Notes are optional
+    (models omit them).
     """
     reply = parsed.reply
     if not reply.summary.strip():
         return "the summary is empty"
     if not has_word(reply.summary):
         return f"the summary holds no word ({_show(repr(reply.summary), 40)})"
+    if loops(reply.summary):
+        return f"the summary repeats itself ({_show(repr(reply.summary), 60)})"
     shown = set(paths)
     for note in reply.files:
         if note.path not in shown and note.path.removeprefix("./") not in shown:
