@@ -200,8 +200,14 @@ def health(port: int) -> bool:
         return False
 
 
-def start(port: int, *, log: Path | None = None) -> int:
-    """Start llama-server on 127.0.0.1:port in its own session; return its PID once healthy."""
+def available() -> bool:
+    """Whether the built binary is in the cache (the live test runs only then)."""
+    return binary_path().is_file() and os.access(binary_path(), os.X_OK)
+
+
+def start(port: int, *, log: Path | None = None, context: int = CONTEXT) -> int:
+    """Start llama-server on 127.0.0.1:port in its own session (``-c context``); return its
+    PID once ``/health`` answers."""
     binary, gguf = binary_path(), model()
     if not binary.is_file():
         raise FileNotFoundError(f"{binary} is not built (python tools/llama_server.py build)")
@@ -214,7 +220,7 @@ def start(port: int, *, log: Path | None = None) -> int:
         "--port",
         str(port),
         "-c",
-        str(CONTEXT),
+        str(context),
         "-t",
         str(THREADS),
         "--jinja",
