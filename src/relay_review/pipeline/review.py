@@ -149,14 +149,6 @@ class ResponseForms:
         return self.body(entry, schema, lower)
 
 
-def structured_output(entry: CatalogEntry) -> dict | None:
-    """Ask for JSON through ``response_format`` only where the route declares support (the
-    listing's form; kept for callers without a policy)."""
-    if entry.route.response_format in ("json_schema", "json_object"):
-        return {"response_format": response_format(entry.route.response_format)}
-    return None
-
-
 def context_window(catalog: Catalog, policy: Policy) -> int:
     """The smallest context window in the catalog (so any route can serve any chunk)."""
     known = [e.route.context_length for e in catalog.selected if e.route.context_length]

@@ -138,8 +138,6 @@ RESPONSE_FORMAT: dict[str, Any] = {
     "type": "json_schema",
     "json_schema": {"name": "relay_review_verdict", "schema": REPLY_SCHEMA, "strict": False},
 }
-#: ``response_format`` for routes that only support plain JSON mode.
-JSON_OBJECT_FORMAT: dict[str, Any] = {"type": "json_object"}
 
 _SYSTEM = """\
 You are relay-review, a careful code reviewer. You review one part of a pull request's diff and \
