@@ -64,6 +64,8 @@ from relay_review.review.verdict import (
     VerdictParseError,
     all_invented,
     evidence_problem,
+    has_word,
+    loops,
     parse_reply_parts,
     points_at_shown_code,
     validate_parts,
@@ -339,6 +341,10 @@ def collect(
             out.attempts.append(verdict.repair)
         if verdict.cut:
             out.cut += 1
+        for note in verdict.notes:  # the walkthrough: the first note on a file wins
+            f = files.get(note.path)
+            if f is not None and not f.note and has_word(note.summary) and not loops(note.summary):
+                files[note.path] = f.model_copy(update={"note": note.summary})
         out.verified.append(verdict.verified)
         out.unverified += [
             UnverifiedFinding(**f.model_dump(exclude=SUGGESTION_KEYS), reason=why)
