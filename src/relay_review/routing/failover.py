@@ -34,6 +34,11 @@ auth_failed (401/403)  every route of the account out (gateway: if
 payment_required (402) same as auth_failed
 deadline passed        stop, no reply
 =====================  =============================================
+
+One request is asked twice on the same route, never more: when a request carries a
+``downgrade`` (the review's ``response_format`` step down) and the route refused the form it was
+sent (400/422/500 naming it), the same request goes once more with the weaker form; the attempt
+records both. It is not a retry of a fault: the request changes.
 """
 
 from __future__ import annotations
