@@ -1,10 +1,11 @@
 """Issue 22: a real llama-server's answers, replayed (vcrpy, ``record_mode="none"``).
 
 ``tests/cassettes/llama/`` was recorded by ``tools/record_llama.py`` from llama-server (llama.cpp
-vendored in llama-cpp-python 0.3.36) serving Gemma 3 270M Q4_K_M with ``-c 4096``, for the
-review request relay-review sends for the bundled sample diff. The model's replies are what a
-tiny model writes: hallucinated paths, a summary looping until its ``maxLength``, a reply cut at
-``max_tokens``, chat-template tokens copied until ``max_tokens``. None of them may approve.
+vendored in llama-cpp-python 0.3.36) serving Gemma 3 270M Q4_K_M with ``-c 4096`` and Gemma 3's
+chat template, for the review request relay-review sends for the bundled sample diff. The
+model's replies are what a tiny base model writes: junk JSON (``"summary": ":{"``), the fence
+token echoed as the summary, findings and notes on invented paths, replies cut at
+``max_tokens``, the system prompt copied until ``max_tokens``. None of them may approve.
 ``tests/cassettes/llama_cpp_python/json_schema_500.yaml`` is handwritten (see its header).
 """
 

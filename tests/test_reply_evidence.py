@@ -363,6 +363,8 @@ async def test_auto_follows_the_listing_and_the_kind() -> None:
 def test_has_word() -> None:
     assert has_word("Looks fine") and has_word("变更") and has_word("ok")
     assert not has_word("134428") and not has_word(",") and not has_word("") and not has_word("a 1")
+    assert not has_word("d606406392bf11a877cfc88e100da363")  # the fence token, echoed
+    assert has_word("Fixes CVE-2024-1234 in parse()")
 
 
 def test_evidence_rule_on_parsed_replies() -> None:

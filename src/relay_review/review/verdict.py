@@ -653,12 +653,13 @@ def parse_reply(text: str) -> ModelReply:
 
 # -- evidence: is the reply a review at all? ------------------------------------------------------
 
-#: A word: two letters in a row (any script). A summary without one is junk (``"134428"``, ``","``).
-_WORD = re.compile(r"[^\W\d_]{2,}")
+#: A word: two letters or more (any script) standing alone, not inside a run of digits and
+#: letters. A summary without one is junk (``"134428"``, ``","``, a hex token like ``"d6064bf1"``).
+_WORD = re.compile(r"\b[^\W\d_]{2,}\b")
 
 
 def has_word(text: str) -> bool:
-    """Whether ``text`` holds a word (two letters in a row, any script)."""
+    """Whether ``text`` holds a word (two letters or more standing alone, any script)."""
     return bool(_WORD.search(text or ""))
 
 
