@@ -66,17 +66,24 @@ async def test_drill_review_end_to_end():
         assert "after the repair round" in u["reason"]
 
 
-async def test_liar_findings_are_repaired_or_unverified_and_never_counted():
+async def test_a_liar_whose_findings_are_all_invented_is_a_bad_reply_never_an_approval():
+    # issue 22: a reply whose findings all cite code the chunk does not show is no review
     report = await review_with({"a": {"vendor/liar": "healthy@0.05"}}, policy())
-    assert report["served_by"]["agent_id"] == "a/vendor/liar"
-    assert report["findings"] == []
-    assert report["decision"] == "approve"  # the liar asked for request_changes
-    reasons = [u["reason"] for u in report["unverified"]]
-    assert any("is not a changed line; nearest changed lines" in r for r in reasons)
-    assert any("quote does not match" in r for r in reasons)
-    purposes = [a["purpose"] for a in report["attempts"]]
-    assert purposes == ["serve", "repair"]  # exactly one repair round, same route
-    assert {a["agent_id"] for a in report["attempts"]} == {"a/vendor/liar"}
+    assert report["served_by"] is None
+    assert report["decision"] == "unavailable"
+    outcomes = {(a["agent_id"], a["outcome"]) for a in report["attempts"]}
+    assert outcomes == {("a/vendor/liar", "bad_reply")}
+    assert all("not a review" in a["detail"] for a in report["attempts"])
+
+
+async def test_a_liar_fails_over_to_the_honest_reviewer():
+    models = {"a": {"vendor/liar": "healthy@0.05"}, "b": {"vendor/reviewer": "healthy@0.2"}}
+    report = await review_with(models, policy(chunk_tokens=None))
+    assert report["served_by"]["agent_id"] == "b/vendor/reviewer"
+    assert report["decision"] == "request_changes"
+    assert ("a/vendor/liar", "bad_reply") in {
+        (a["agent_id"], a["outcome"]) for a in report["attempts"]
+    }
 
 
 async def test_malformed_verdict_is_a_failed_attempt_and_the_next_route_serves():
@@ -112,7 +119,7 @@ async def test_excluded_files_are_listed_not_dropped():
 
 
 async def test_an_exclusion_the_policy_trusts_does_not_make_the_review_partial():
-    models = {"a": {"vendor/liar": "healthy@0.05"}}  # its findings never verify
+    models = {"a": {"vendor/quiet": "healthy@0.05"}}  # it finds nothing
     distrusted = await review_with(models, policy(exclude=["app/settings.py"]))
     trusted = await review_with(
         models, policy(exclude=["app/settings.py"], trusted_excludes=["app/*.py"])
@@ -126,8 +133,8 @@ async def test_an_exclusion_the_policy_trusts_does_not_make_the_review_partial()
 
 
 async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves():
-    # the liar's findings never verify: a full review by it approves (see above) ...
-    models = {"a": {"vendor/liar": "healthy@0.05"}}
+    # the quiet reviewer finds nothing: a full review by it approves (see above) ...
+    models = {"a": {"vendor/quiet": "healthy@0.05"}}
     report = await review_with(models, policy(chunk_tokens=REVIEW_DRILL_CHUNK_TOKENS, max_chunks=1))
     files = {f["path"]: f for f in report["files"]}
     assert [f["status"] for f in files.values()] == ["reviewed", "skipped"]
@@ -145,7 +152,7 @@ async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves
 
 async def test_a_chunk_no_route_could_serve_makes_the_review_partial():
     # one route: it answers its probe and the first chunk, then stalls
-    models = {"a": {"vendor/liar": "healthy@0.05*2>stall"}}
+    models = {"a": {"vendor/quiet": "healthy@0.05*2>stall"}}
     pol = policy(chunk_tokens=REVIEW_DRILL_CHUNK_TOKENS, concurrency=1)
     report = await review_with(models, pol)
     served = [c["served_by"] is not None for c in report["chunks"]]
@@ -276,7 +283,7 @@ async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
     """GitHub omits ``patch`` for very large diffs and for binary files (0 additions and
     deletions): hiding either behind a small change must not earn an approval; a pure rename
     (no patch, 0 changes) changes nothing and does not count."""
-    liar = {"a": {"vendor/liar": "healthy@0.05"}}
+    liar = {"a": {"vendor/quiet": "healthy@0.05"}}
     small = {
         "filename": "README.md",
         "status": "modified",

@@ -21,6 +21,7 @@ from relay_review.review.verdict import (
     citation_problem,
     extract_json,
     parse_reply,
+    parse_reply_parts,
     points_at_shown_code,
     quote_matches,
     validate,
@@ -70,7 +71,8 @@ def test_extract_skips_non_json_braces_and_strings_with_braces() -> None:
 def test_extract_prefers_reply_shaped_object() -> None:
     text = 'Example input: {"x": 1}. Reply: {"summary": "real", "findings": []}'
     assert extract_json(text)["summary"] == "real"
-    assert extract_json('{"x": 1} and {"y": 2}') == {"x": 1}
+    with pytest.raises(VerdictParseError):  # issue 22: an object that is no reply is none
+        extract_json('{"x": 1} and {"y": 2}')
     wrapped = '{"review": {"summary": "inner", "findings": []}}'
     assert extract_json(wrapped)["summary"] == "inner"
 
@@ -86,14 +88,8 @@ def test_think_block_is_ignored() -> None:
         "",
         "   ",
         "no json here",
-        '{"summary": "x", "findings": [',
         '{"findings": {"not": "a list"}}',
         '{"unrelated": true}',
-        '{"summary": "x", "findings": [{"path": "a", "line": "twelve", "severity": "low",'
-        ' "message": "m"}]}',
-        '{"summary": "x", "findings": [{"path": "a", "line": 1, "severity": "catastrophic",'
-        ' "message": "m"}]}',
-        '{"summary": "x", "findings": [{"line": 1, "severity": "low", "message": "m"}]}',
         "[" * 50_000,
         "{" * 50_000,
         '{"a":' * 50_000,
@@ -419,3 +415,26 @@ def test_hostile_texts_are_capped_and_made_encodable() -> None:
     assert len(f.path) == MAX_PATH_CHARS and f.path.startswith("p\ufffd/d")
     assert f.quote == "q\ufffd"
     json.dumps(reply.model_dump(), ensure_ascii=False).encode("utf-8")  # never raises
+
+
+@pytest.mark.parametrize(
+    ("item", "why"),
+    [
+        ({"path": "a", "line": "twelve", "severity": "low", "message": "m"}, "line"),
+        ({"path": "a", "line": 1, "severity": "catastrophic", "message": "m"}, "severity"),
+        ({"line": 1, "severity": "low", "message": "m"}, "path"),
+    ],
+)
+def test_a_finding_that_fails_the_schema_is_rejected_alone(item: dict, why: str) -> None:
+    # issue 22: each finding is validated on its own; the rest of the reply stands
+    good = {"path": "a", "line": 2, "severity": "low", "message": "m"}
+    parsed = parse_reply_parts(json.dumps({"summary": "x y", "findings": [item, good]}))
+    assert [f.line for f in parsed.reply.findings] == [2]
+    [bad] = parsed.invalid
+    assert bad.position == 1 and why in bad.reason and "does not match the schema" in bad.reason
+    assert parsed.positions == [2]
+
+
+def test_a_reply_cut_inside_its_findings_is_kept_and_marked_cut() -> None:
+    parsed = parse_reply_parts('{"summary": "x", "findings": [')
+    assert parsed.cut and parsed.reply.summary == "x" and parsed.reply.findings == []

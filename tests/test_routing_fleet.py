@@ -70,13 +70,15 @@ async def test_mixed_is_served_by_the_healthy_route_without_waiting_for_stalls()
 async def test_at_most_one_probe_per_route_and_at_most_16_tokens():
     for name in ("mixed", "mixed-deep", "rate-limited"):
         result, fleet = await run(name, fast_policy())
-        probes = [r for r in fleet.chat_requests() if r.max_tokens is not None]
+        requests = fleet.chat_requests()
+        ours = [r for r in requests if r.account != "reference"]  # reference: direct, unbounded
+        assert all(r.max_tokens is not None for r in ours)  # issue 22: every request
+        probes = [r for r in ours if (r.max_tokens or 0) <= PROBE_MAX_TOKENS]
         routes = [(r.account, r.model) for r in probes if r.account != "reference"]
         assert len(routes) == len(set(routes)) == result["probes_sent"] <= 6
         assert all(r.max_tokens <= PROBE_MAX_TOKENS for r in probes)
-        # serving requests carry no max_tokens here; every route got at most one of them too
-        served = [(r.account, r.model) for r in fleet.chat_requests() if r.max_tokens is None]
-        served = [s for s in served if s[0] != "reference"]
+        # serving requests carry review.max_output_tokens; every route got at most one of them
+        served = [(r.account, r.model) for r in ours if (r.max_tokens or 0) > PROBE_MAX_TOKENS]
         assert len(served) == len(set(served))
 
 

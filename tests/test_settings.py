@@ -176,7 +176,7 @@ def test_full_policy_round_trip() -> None:
             '[[accounts]]\nname = "x"\nkind = "openrouter"\ncolour = "red"',
             "relay-review.toml: accounts[0].colour is not a known key; keys allowed in "
             "[accounts[0]]: name, kind, base_url, api_key_env, pricing, models_dev_provider, "
-            "rpm, rpd",
+            "rpm, rpd, response_format",
         ),
         (
             '[[accounts]]\nname = "x"\nkind = "openai_compatible"',

@@ -400,6 +400,8 @@ class FileReport(_Row):
     #: Reviewed in an earlier run and unchanged since: that run's head (sha, or "" when the run
     #: had none) and findings were reused with no model request. None: reviewed this run.
     reused_from: str | None = None
+    #: The model's short note on this file (the comment's walkthrough; "" when it gave none).
+    note: str = ""
 
 
 class RouteRef(_Row):

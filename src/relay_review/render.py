@@ -616,6 +616,20 @@ def _unverified_section(report: RunReport) -> Section | None:
     )
 
 
+#: Longest file note shown in the walkthrough (characters).
+NOTE_SHOW_CHARS = 300
+
+
+def _walkthrough_section(report: RunReport) -> Section | None:
+    """The model's note per reviewed file (issue 22); none given: the summary stands alone."""
+    noted = [f for f in report.files if f.note]
+    if not noted:
+        return None
+    body = "\n".join(f"- {md_code(f.path)}: {md_text(f.note, NOTE_SHOW_CHARS)}" for f in noted)
+    title = f"Walkthrough ({len(noted)} of {len(report.files)} files)"
+    return ("walkthrough", _details(title, body), f"_{len(noted)} file notes omitted._")
+
+
 def _files_section(report: RunReport) -> Section | None:
     skipped: list[FileReport] = [f for f in report.files if f.status != "reviewed"]
     if not skipped:
@@ -707,6 +721,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
     parts = (
         _head_section(report),
         _findings_section(report),
+        _walkthrough_section(report),
         _lifecycle_section(report),
         _unverified_section(report),
         _files_section(report),
@@ -720,6 +735,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
 
 #: Which parts give way first when the comment is too long.
 TRUNCATION_ORDER = (
+    "walkthrough",
     "attempts",
     "reused",
     "unverified",

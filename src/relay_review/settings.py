@@ -113,6 +113,11 @@ class AccountPolicy(_Section):
     rpd: int | None = _opt(
         None, "a whole number >= 1 (requests per day the account allows)", ge=1, le=10_000_000
     )
+    #: How the review asks this account's routes for JSON (``auto``: what the kind documents,
+    #: else ``json_schema``, stepping down once on a refusal that names ``response_format``).
+    response_format: Literal["auto", "json_schema", "json_object", "none"] = _opt(
+        "auto", '"auto", "json_schema", "json_object" or "none"'
+    )
 
 
 class DiscoveryPolicy(_Section):
@@ -192,6 +197,8 @@ class ReviewPolicy(_Section):
         le=1_000_000,
     )
     max_output_tokens: int = _opt(4096, "a whole number >= 1", ge=1)
+    #: Sampling temperature sent with every request (low: the same diff, the same review).
+    temperature: float = _opt(0.2, "a number from 0 to 2", ge=0, le=2, allow_inf_nan=False)
     context_tokens: int = _opt(
         32768, "a whole number >= 2048 (context window assumed when discovery gives none)", ge=2048
     )

@@ -103,8 +103,11 @@ def liar_reply(request: dict) -> str:
 
 def drill_reply(request: dict) -> str:
     """The fleet's reply by model name: ``*liar*`` invents citations, ``*broken*`` answers prose
-    with no JSON, anything else is the honest reviewer."""
+    with no JSON, ``*quiet*`` finds nothing, anything else is the honest reviewer."""
     model = str(request.get("model", ""))
+    if "quiet" in model:  # a reviewer with nothing to report
+        summary = "Reviewed the changed lines shown; nothing worth reporting."
+        return json.dumps({"summary": summary, "findings": []})
     if "liar" in model:
         return liar_reply(request)
     if "broken" in model:

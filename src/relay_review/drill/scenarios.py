@@ -21,6 +21,7 @@ from relay_review import pipeline
 from relay_review.drill.fleet import FaultFleet
 from relay_review.providers.chat import chat_call
 from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
 from relay_review.settings import Policy
 from relay_review.state import Store
@@ -209,7 +210,10 @@ async def run_scenario(
     )
     report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages, store=store)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
-    probe_tokens = [r.max_tokens or 0 for r in chats if r.max_tokens is not None]
+    # probes ask PROBE_MAX_TOKENS at most; serving requests ask review.max_output_tokens
+    probe_tokens = [
+        r.max_tokens for r in chats if r.max_tokens is not None and r.max_tokens <= PROBE_MAX_TOKENS
+    ]
     scripts = [scenario.accounts[e.account][e.route.model] for e in catalog.selected]
     healthy_at = next(
         (i for i, s in enumerate(scripts, 1) if s.startswith("healthy") or ">healthy" in s), None

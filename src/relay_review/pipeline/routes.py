@@ -92,7 +92,12 @@ async def chat(
     session = session_for(catalog, policy, environ, chat_fn, store=store)
     memory.recall_onto(session)
     async with session:
-        result = await session.serve(messages)
+        # bounded in tokens as well as time: a model that never stops ends at max_tokens
+        result = await session.serve(
+            messages,
+            max_tokens=policy.review.max_output_tokens,
+            extra_body={"temperature": policy.review.temperature},
+        )
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     memory.save(session, policy)
     return {

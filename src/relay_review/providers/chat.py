@@ -80,7 +80,14 @@ from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 
-__all__ = ["chat_call", "classify_http_error", "content_refusal", "key_check"]
+__all__ = [
+    "DOCUMENTED_RESPONSE_FORMS",
+    "chat_call",
+    "classify_http_error",
+    "content_refusal",
+    "key_check",
+    "refuses_response_format",
+]
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200
@@ -104,6 +111,28 @@ _WS_RE = re.compile(r"\s+")
 REASONING_KEYS = ("reasoning", "reasoning_content")
 
 
+#: The structured-output form each kind's API reference documents for its chat endpoint
+#: (``response_format = "auto"``). OpenRouter: per model, from the listing's
+#: ``supported_parameters`` (``listing``). Kinds not named: ``json_schema`` is tried first and a
+#: refusal that names ``response_format`` steps down (llama-server and vLLM take
+#: ``json_schema``; llama-cpp-python answers it with a 500 and takes ``json_object`` + ``schema``).
+DOCUMENTED_RESPONSE_FORMS: dict[str, str] = {
+    "openrouter": "listing",
+    "groq": "json_object",
+    "gemini": "json_schema",
+    "mistral": "json_object",
+    "cerebras": "json_schema",
+    "nvidia_nim": "json_object",
+}
+_FORM_REFUSAL = re.compile(r"response_format|json_schema|json_object|\bschema\b|grammar", re.I)
+
+
+def refuses_response_format(status: int | None, detail: str) -> bool:
+    """Whether a failed call's answer is a refusal of the ``response_format`` sent: HTTP 400,
+    422 or 500 whose text names it (``response_format``, ``json_schema``, a schema, a grammar)."""
+    return status in (400, 422, 500) and bool(_FORM_REFUSAL.search(detail or ""))
+
+
 async def chat_call(
     client: httpx.AsyncClient,
     *,
@@ -114,8 +143,12 @@ async def chat_call(
     deadlines: Deadlines,
     max_tokens: int | None = None,
     extra_body: dict | None = None,
+    temperature: float | None = None,
 ) -> Outcome:
     """Send one streamed chat completion and return what it came to, within ``deadlines``.
+
+    ``max_tokens`` and ``temperature`` are sent when given (every relay-review request gives
+    both: a reply is bounded in tokens as well as in time).
 
     ``extra_body`` is merged into the request body (provider routing, temperature, ...) but
     cannot override ``model``, ``messages`` or ``stream``. The ``Authorization: Bearer`` header
@@ -124,6 +157,8 @@ async def chat_call(
     body: dict[str, Any] = dict(extra_body or {})
     if max_tokens is not None:
         body["max_tokens"] = max_tokens
+    if temperature is not None:
+        body["temperature"] = temperature
     body.update(model=model, messages=messages, stream=True)
     headers = {"Accept": "text/event-stream", "Cache-Control": "no-store"}
     if api_key:

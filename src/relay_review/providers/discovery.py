@@ -406,13 +406,25 @@ def _cost_leaves(cost: Mapping[str, Any]) -> Iterable[Decimal | None]:
 
 
 def context_length(entry: Mapping[str, Any], record: Any = None) -> int | None:
-    """The model's context window from the listing, else from its Models.dev record."""
+    """The model's context window from the listing, else from its Models.dev record.
+
+    Listing forms read: ``context_length`` (OpenRouter, Groq, Mistral's ``max_context_length``
+    too), ``top_provider.context_length`` (OpenRouter), ``max_model_len`` (vLLM),
+    ``max_input_tokens`` (LiteLLM), ``context_window`` (Groq, Together), ``inputTokenLimit``
+    (Gemini's native listing) and llama-server's ``meta.n_ctx`` (the window the server was
+    started with, ``-c``; preferred over ``n_ctx_train``, which the server cannot serve).
+    """
     top = entry.get("top_provider")
+    meta = entry.get("meta")
     candidates = [
+        meta.get("n_ctx") if isinstance(meta, Mapping) else None,
         entry.get("context_length"),
         top.get("context_length") if isinstance(top, Mapping) else None,
         entry.get("max_model_len"),
         entry.get("max_input_tokens"),  # LiteLLM's /v1/models
+        entry.get("context_window"),
+        entry.get("max_context_length"),
+        entry.get("inputTokenLimit"),
     ]
     if isinstance(record, Mapping) and isinstance(record.get("limit"), Mapping):
         candidates.append(record["limit"].get("context"))

@@ -38,6 +38,11 @@ sent)                  (not picked before; one note in the attempt
                        for past the deadline
 deadline passed        stop, no reply
 =====================  =============================================
+
+One request is asked twice on the same route, never more: when a request carries a
+``downgrade`` (the review's ``response_format`` step down) and the route refused the form it was
+sent (400/422/500 naming it), the same request goes once more with the weaker form; the attempt
+records both. It is not a retry of a fault: the request changes.
 """
 
 from __future__ import annotations
@@ -78,6 +83,10 @@ ExtraBody = dict | Callable[[CatalogEntry], dict | None] | None
 Accept = Callable[[CatalogEntry, Outcome], Awaitable[tuple[bool, Any, str]]]
 
 
+#: (route, failed outcome) -> the request fields to ask again with, or None (see ServeRequest).
+Downgrade = Callable[[CatalogEntry, Outcome], dict | None]
+
+
 @dataclass(frozen=True)
 class ServeRequest:
     """One request to serve: its messages, the reply check, and what it asks of every route.
@@ -91,6 +100,10 @@ class ServeRequest:
     max_tokens: int | None = None
     extra_body: ExtraBody = None
     purpose: str = "serve"
+    #: Asked once after a failed attempt: the request fields to send the same request again
+    #: with on the same route (a weaker ``response_format`` the route may accept), or None.
+    #: Not a retry of a fault: the request changes, and it is asked at most once per attempt.
+    downgrade: Downgrade | None = None
 
 
 @dataclass
@@ -254,6 +267,7 @@ async def attempt_on(
     clock = run.clock
     started = clock()
     remaining = run.deadline_at - started
+    note = ""
     if remaining <= 0:  # e.g. a repair round asked for just as the deadline struck
         outcome = Outcome(
             kind=OutcomeKind.TIMEOUT,
@@ -261,34 +275,22 @@ async def attempt_on(
             detail="not sent: the run deadline had passed",
         )
     else:
-        bounds = run.deadlines
         extra_body = request.extra_body
         extra = extra_body(entry) if callable(extra_body) else extra_body
-        if stream_usage(entry.route.provider):
-            extra = {"stream_options": {"include_usage": True}, **(extra or {})}
-        outcome = await send(
-            run,
-            entry,
-            base_url=entry.route.base_url or "",
-            api_key=key,
-            model=entry.route.model,
-            messages=request.messages,
-            deadlines=Deadlines(
-                connect=min(bounds.connect, remaining),
-                first_byte=min(bounds.first_byte, remaining),
-                idle=min(bounds.idle, remaining),
-                attempt=min(bounds.attempt, remaining),
-                first_token=min(bounds.first_token, remaining),
-            ),
-            max_tokens=request.max_tokens,
-            extra_body=extra,
-        )
+        outcome = await _send_once(entry, key, run, request, extra)
+        retry = request.downgrade(entry, outcome) if request.downgrade and not outcome.ok else None
+        if retry is not None and run.deadline_at - clock() > 0:
+            refused = outcome_detail(outcome)
+            outcome = await _send_once(entry, key, run, request, retry)
+            note = f"asked again with a weaker response_format after: {refused}"
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
     if outcome.ok and request.accept is not None:
         accepted, value, why = await request.accept(entry, outcome)
     kind = outcome.kind.value if accepted or not outcome.ok else OutcomeKind.BAD_REPLY.value
     detail = outcome_detail(outcome) if not outcome.ok else why
+    if note:
+        detail = f"{detail}; {note}" if detail else note
     if outcome.kind is OutcomeKind.TIMEOUT and clock() >= run.deadline_at - 0.05:
         detail += " (bounded by the run deadline)"
     attempt = Attempt(
@@ -307,6 +309,34 @@ async def attempt_on(
     )
     log_attempt(attempt, accepted)
     return accepted, outcome, attempt, value
+
+
+async def _send_once(
+    entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest, extra: dict | None
+) -> Outcome:
+    """Send ``request`` to ``entry`` once with the request fields ``extra``, within what is
+    left of the run deadline."""
+    remaining = run.deadline_at - run.clock()
+    bounds = run.deadlines
+    if stream_usage(entry.route.provider):
+        extra = {"stream_options": {"include_usage": True}, **(extra or {})}
+    return await send(
+        run,
+        entry,
+        base_url=entry.route.base_url or "",
+        api_key=key,
+        model=entry.route.model,
+        messages=request.messages,
+        deadlines=Deadlines(
+            connect=min(bounds.connect, remaining),
+            first_byte=min(bounds.first_byte, remaining),
+            idle=min(bounds.idle, remaining),
+            attempt=min(bounds.attempt, remaining),
+            first_token=min(bounds.first_token, remaining),
+        ),
+        max_tokens=request.max_tokens,
+        extra_body=extra,
+    )
 
 
 def log_attempt(attempt: Attempt, accepted: bool) -> None:

@@ -37,6 +37,8 @@ log = logging.getLogger("relay_review.preflight")
 
 #: The most output tokens a probe may ask for.
 PROBE_MAX_TOKENS = 16
+#: A probe, like every request, carries a temperature (the same answer to the same probe).
+PROBE_TEMPERATURE = 0.0
 PROBE_MESSAGES = [{"role": "user", "content": "Reply with the single word: ready"}]
 
 #: Outcome kind -> readiness of the probed route (the probe classification table).
@@ -150,6 +152,7 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
             messages=PROBE_MESSAGES,
             deadlines=deadlines,
             max_tokens=PROBE_MAX_TOKENS,
+            extra_body={"temperature": PROBE_TEMPERATURE},
         )
     finally:
         board.in_flight.discard(entry.agent_id)

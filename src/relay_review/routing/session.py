@@ -27,7 +27,7 @@ from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
 from relay_review.routing import failover
 from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
 from relay_review.routing.budget import AccountBudgets
-from relay_review.routing.failover import Accept, ExtraBody, ServeRequest, ServeResult
+from relay_review.routing.failover import Accept, Downgrade, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
 from relay_review.settings import PreflightPolicy, ServingPolicy
 
@@ -126,15 +126,25 @@ class RoutingSession:
         accept: Accept | None = None,
         max_tokens: int | None = None,
         extra_body: ExtraBody = None,
+        downgrade: Downgrade | None = None,
     ) -> ServeResult:
         """Serve one request over the catalog (routes that failed this run are skipped)."""
         request = ServeRequest(
-            messages, accept=accept, max_tokens=max_tokens, extra_body=extra_body
+            messages,
+            accept=accept,
+            max_tokens=max_tokens,
+            extra_body=extra_body,
+            downgrade=downgrade,
         )
         return await failover.serve(self.board, self._context(), request)
 
     async def call(
-        self, entry: CatalogEntry, messages: list[dict], *, max_tokens: int | None = None
+        self,
+        entry: CatalogEntry,
+        messages: list[dict],
+        *,
+        max_tokens: int | None = None,
+        extra_body: dict | None = None,
     ) -> tuple[Outcome, Attempt]:
         """One follow-up request on a route that just served (the review's repair round).
 
@@ -142,9 +152,19 @@ class RoutingSession:
         route out. It is bounded by the same deadlines and recorded as a ``repair`` attempt.
         """
         key = api_key_for(entry, self.environ) or ""
-        request = ServeRequest(messages, max_tokens=max_tokens, purpose="repair")
+        request = ServeRequest(
+            messages, max_tokens=max_tokens, extra_body=extra_body, purpose="repair"
+        )
         _, outcome, attempt, _ = await failover.attempt_on(entry, key, self._context(), request)
         return outcome, attempt
+
+    def readmit(self, agent_ids: set[str]) -> None:
+        """Let routes that refused a request as too long serve again: the caller re-planned
+        that request smaller (the review's one re-plan on ``context_too_long``)."""
+        for agent_id in agent_ids:
+            self.board.out.discard(agent_id)
+            self.board.set(agent_id, status=Readiness.READY, detail="re-admitted: smaller request")
+        self.board.touch()
 
     def _context(self) -> RunContext:
         assert self._run is not None, "use the session as an async context manager"
