@@ -144,7 +144,7 @@ def test_drill_text_format_is_plain_and_fits() -> None:
     )
     assert text.returncode == 0, text.stderr
     out = text.stdout
-    assert "nim_a" in out and "(RIGHT)" in out and "found: not_found - HTTP 404" in out
+    assert "nim_a" in out and "found: not_found - HTTP 404" in out  # (the liar is refused now)
     assert "\\_" not in out and "\\(" not in out and "| --- |" not in out and "<details>" not in out
     assert max(map(len, out.splitlines())) <= TEXT_WIDTH, out
     scenario = subprocess.run(
