@@ -518,12 +518,15 @@ def reused_files(
         return found, "memory is off"
     if found:
         log.info("review: %d of %d files unchanged since an earlier run", len(found), len(units))
-    return found, "; ".join(f"{reason}: {_paths(paths)}" for reason, paths in why.items())
+    return found, "; ".join(_why(reason, paths, len(units)) for reason, paths in why.items())
 
 
-def _paths(paths: list[str], shown: int = 3) -> str:
+def _why(reason: str, paths: list[str], of: int, shown: int = 3) -> str:
+    """``changed since abc: a.py, b.py and 3 more`` (``every file`` when it is all of them)."""
+    if len(paths) == of:
+        return reason if reason == "no earlier review" else f"{reason}: every file"
     more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
-    return ", ".join(paths[:shown]) + more
+    return f"{reason}: " + ", ".join(paths[:shown]) + more
 
 
 def earlier_units(memory: Memory, scope: str) -> dict[str, str]:

@@ -52,7 +52,7 @@ def scope_key(
     *,
     repo: str = "",
 ) -> str:
-    """The hash (hex, 32 characters) of everything but the diff that shapes a review:
+    """The hash (hex, 16 characters) of everything but the diff that shapes a review:
     ``instructions`` as the system message carries them, ``repo`` the reviewed repository (a
     verdict is never reused in another one, even through a shared Redis)."""
     shape = {
@@ -64,7 +64,7 @@ def scope_key(
         "title": title or "",
         "body": body or "",
     }
-    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:32]
+    return hashlib.sha256(json.dumps(shape, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
 def _key(kind: bytes, scope: str, text: str) -> str:
@@ -90,7 +90,7 @@ def _quote_of(f: ReusedFinding, text: str) -> str:
         start, end = f.quote_span
         if 0 <= start <= end <= len(text):
             quote = f.quote_pre + text[start:end] + f.quote_post
-            if line_sha(quote) == f.quote_hash:
+            if line_sha(quote)[:32] == f.quote_hash:
                 return quote
     return text.strip()
 
@@ -166,9 +166,9 @@ def unit_memo(
         if len(route) > 300:
             raise LookupError("route key too long to keep")
         return ChunkMemo(
-            at=now,
-            until=now + ttl,
-            head=head[:64],
+            at=round(now, 3),
+            until=round(now + ttl),
+            head=head[:12],
             route=route,
             paths=[path],
             findings=kept,
@@ -185,9 +185,9 @@ def chunk_memo(
     """What to keep of a chunk review: its files and summary (None: too long to keep)."""
     try:
         return ChunkMemo(
-            at=now,
-            until=now + ttl,
-            head=head[:64],
+            at=round(now, 3),
+            until=round(now + ttl),
+            head=head[:12],
             route=route,
             paths=chunk.paths,
             summary=summary,
@@ -217,6 +217,6 @@ def _reused(f: Finding, n: int, index: DiffIndex) -> ReusedFinding:
         quote_span=span,
         quote_pre=pre,
         quote_post=post,
-        quote_hash=line_sha(f.quote) if span is not None else None,
+        quote_hash=line_sha(f.quote)[:32] if span is not None else None,
         n=n,
     )

@@ -57,7 +57,7 @@ class ReusedFinding(_Record):
     quote_span: tuple[int, int] | None = None
     quote_pre: str = Field("", max_length=16, pattern=r"^[\sRL0-9+-]*$")
     quote_post: str = Field("", max_length=16, pattern=r"^\s*$")
-    quote_hash: str | None = Field(None, pattern=r"^[0-9a-f]{64}$")
+    quote_hash: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
     n: int = Field(0, ge=0, le=10_000)
 
 
@@ -128,9 +128,13 @@ class Unusable(ValueError):
 
 
 def _dump(memory: Memory) -> bytes:
-    return json.dumps(
-        memory.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=True
-    ).encode()
+    data = memory.model_dump(mode="json")
+    # a reviewed file's memo leaves out the fields at their defaults (a pull request's files
+    # share the comment's 16 KB): decoding fills them in again
+    data["chunks"] = {
+        k: v.model_dump(mode="json", exclude_defaults=True) for k, v in memory.chunks.items()
+    }
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def encode(memory: Memory, limit: int = MAX_BYTES) -> bytes:
