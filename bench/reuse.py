@@ -91,7 +91,9 @@ async def three_runs(name: str, diff: str, nth_file: int) -> None:
     servers = {"acme": {"models": {"vendor/reviewer": "healthy"}, "api_key": KEY}}
     first: dict[str, Any] = {}
     print(f"\n{name}: {whole} files; one line added to {changed} in the third run")
-    print("run        chunks requests files  tokens reused same  payload_B")
+    print(
+        "run        chunks requests files  tokens reused same  payload_B  (tokens: user messages)"
+    )
     async with FaultFleet(servers, reply=drill_reply) as fleet:
         for label, text, head in (
             ("first", diff, "a" * 40),
@@ -135,8 +137,8 @@ async def three_runs(name: str, diff: str, nth_file: int) -> None:
             if label == "one-line":
                 ratio = tokens / first["tokens"] if first["tokens"] else 0.0
                 print(
-                    f"one-line change: {tokens} diff tokens sent vs {first['tokens']} for the whole"
-                    f" diff (a chunk-keyed cache at the default size): ratio {ratio:.2f};"
+                    f"one-line change: {tokens} prompt tokens sent vs {first['tokens']} for the"
+                    f" whole diff (a chunk-keyed cache at the default size): ratio {ratio:.2f};"
                     f" files sent: {sorted(files)}; why the others were not reused:"
                     f" {report['memory']['not_reused']!r}"
                 )

@@ -68,7 +68,7 @@ def reply(body: dict[str, Any]) -> str:
                     "quote": f"+ {m.group(2)}",
                     "severity": "medium",
                     "message": f"DEBUG is on in {path} (key {KEY} must never show).",
-                    "suggestion": "DEBUG = False",
+                    "suggestion": m.group(2).replace("True", "False"),
                 }
             )
     summary = f"Looked at {len(seen)} files; DEBUG is switched on in some."
@@ -77,16 +77,17 @@ def reply(body: dict[str, Any]) -> str:
 
 @pytest.fixture
 async def fleet() -> AsyncIterator[FaultFleet]:
-    servers = {"acme": {"models": {"vendor/reviewer": "healthy"}, "api_key": KEY}}
+    models = {"vendor/reviewer": "healthy", "vendor/other": "healthy"}
+    servers = {"acme": {"models": models, "api_key": KEY}}
     async with FaultFleet(servers, reply=reply) as running:
         yield running
 
 
-def catalog(fleet: FaultFleet) -> Any:
+def catalog(fleet: FaultFleet, model: str = "vendor/reviewer") -> Any:
     route = {
         "account": "acme",
         "provider": "openai_compatible",
-        "model": "vendor/reviewer",
+        "model": model,
         "base_url": fleet.base_url("acme"),
         "api_key_env": KEY_ENV,
         "prompt_price_per_1k": 0.0,
@@ -96,20 +97,21 @@ def catalog(fleet: FaultFleet) -> Any:
 
 
 async def run(
-    fleet: FaultFleet, diff: str, store: FileStore, head: str
+    fleet: FaultFleet, diff: str, store: FileStore, head: str, **kw: Any
 ) -> tuple[dict[str, Any], list[Any]]:
-    """One review at the default policy; its report and the fleet's review requests (probes
-    carry no diff and are left out)."""
+    """One review at the default policy; its report and the fleet's chat requests."""
     start = len(fleet.requests)
+    model = kw.pop("model", "vendor/reviewer")
     report = await review(
         DiffIndex.from_diff(diff),
-        catalog(fleet),
+        catalog(fleet, model),
         Policy(),
         {KEY_ENV: KEY},
         title="Ten small files",
         store=store,
         head_sha=head,
         repo="org/a",
+        **kw,
     )
     sent = [r for r in fleet.requests[start:] if r.is_chat]
     return report.to_json(), sent
@@ -201,6 +203,26 @@ async def test_nothing_reused_says_why_in_the_comment(fleet: FaultFleet, tmp_pat
     assert why == f"changed since {SHA1[:12]}: every file"
     comment = comment_markdown(RunReport.from_json(report))
     assert "0 files reused (changed since" in comment
+
+
+async def test_why_nothing_was_reused(fleet: FaultFleet, tmp_path: Path) -> None:
+    """The route that reviewed the files left the catalog; a review asked again on purpose;
+    a suggestion holding a secret of the run is stored scrubbed."""
+    store = FileStore(tmp_path / "state.json")
+    await run(fleet, ten_files(), store, SHA1)
+    other, sent = await run(fleet, ten_files(), store, SHA1, model="vendor/other")
+    assert sent and other["memory"]["reused_files"] == 0
+    assert other["memory"]["not_reused"] == (
+        "the route that reviewed it is no longer selected: every file"
+    )
+    again, sent = await run(fleet, ten_files(), store, SHA1, reuse_reviews=False)
+    assert sent and again["memory"]["not_reused"] == "asked again: every file goes to a model"
+    secret = "ghp_reuse_canary_0123456789abcdefABCD"
+    diff = ten_files().replace("DEBUG = True", f"DEBUG = True  # {secret}")
+    _, sent = await run(fleet, diff, store, SHA2, secrets=[secret])
+    assert sent
+    text = (tmp_path / "state.json").read_text()
+    assert secret[:12] not in text and "DEBUG = False  # " in text  # kept, scrubbed
 
 
 def test_old_and_hostile_memos_are_ignored() -> None:
