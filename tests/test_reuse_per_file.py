@@ -72,7 +72,8 @@ def reply(body: dict[str, Any]) -> str:
                 }
             )
     summary = f"Looked at {len(seen)} files; DEBUG is switched on in some."
-    return json.dumps({"summary": summary, "findings": findings})
+    # last file first: a reused review keeps the reply's order, not the diff's
+    return json.dumps({"summary": summary, "findings": findings[::-1]})
 
 
 @pytest.fixture
@@ -132,6 +133,7 @@ async def test_default_policy_reuses_per_file(fleet: FaultFleet, tmp_path: Path)
     reviews = [r for r in sent1 if files_in(r)]
     assert len(reviews) == 1 and files_in(reviews[0]) == set(FILES)
     assert one["decision"] == "comment" and len(one["findings"]) == 4
+    assert [f["path"] for f in one["findings"]] == [FILES[9], FILES[6], FILES[3], FILES[0]]
     assert all(f["suggestion"] == "DEBUG = False" for f in one["findings"])
     assert all(f["end_line"] == f["line"] and f["replaces"] for f in one["findings"])
     assert one["summary"] and one["memory"]["reused_files"] == 0

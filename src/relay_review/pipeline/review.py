@@ -417,7 +417,7 @@ async def review(
         memory.recall_onto(session)
         results = await serve_chunks(session, plan.chunks, policy, title, body, instructions)
     got = collect(plan, results, files)
-    add_reused(got, reused, memory, catalog, fresh=bool(plan.chunks))
+    add_reused(got, reused, memory, fresh=bool(plan.chunks))
     mark_reused(files, reused)
     findings = merge_findings(got.verified)
     served = [c.served_by for c in got.chunks if c.served_by and not c.reused]
@@ -483,6 +483,8 @@ class ReusedUnit:
     memo: ChunkMemo
     findings: list[Finding]
     entry: CatalogEntry
+    #: Each finding's place in the reply of the chunk it came from (reply order is kept).
+    ranks: list[int] = field(default_factory=list)
 
 
 def reused_files(
@@ -513,7 +515,7 @@ def reused_files(
         if entry is None:  # that route left the catalog (or the account changed): ask again
             why.setdefault("the route that reviewed it is no longer selected", []).append(path)
             continue
-        found[path] = ReusedUnit(unit.memo, unit.findings, entry)
+        found[path] = ReusedUnit(unit.memo, unit.findings, entry, unit.ranks)
     if memory.store.kind == "none":
         return found, "memory is off"
     if found:
@@ -545,7 +547,6 @@ def add_reused(
     got: Collected,
     reused: Mapping[str, ReusedUnit],
     memory: RunMemory,
-    catalog: Catalog,
     *,
     fresh: bool,
 ) -> None:
@@ -580,7 +581,8 @@ def add_reused(
                 reused=True,
             )
         )
-        got.verified.append([f for u in units for f in u.findings])
+        ranked = [(n, f) for u in units for n, f in zip(u.ranks, u.findings, strict=True)]
+        got.verified.append([f for _, f in sorted(ranked, key=lambda nf: nf[0])])
         if head is None or head.group or not head.summary:
             continue
         if fresh:
@@ -638,7 +640,10 @@ def remember_units(
             continue
         group, _, route = clean[chunks[0].number]
         findings = [
-            (f, c.index) for c in chunks for f in clean[c.number][1].verified if f.path == path
+            (f, c.index, n)
+            for c in chunks
+            for n, f in enumerate(clean[c.number][1].verified)
+            if f.path == path
         ]
         memo = unit_memo(
             path,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -119,6 +119,8 @@ class Reused:
 
     memo: ChunkMemo
     findings: list[Finding]
+    #: Each finding's place in its chunk's reply (``ReusedFinding.n``).
+    ranks: list[int] = field(default_factory=list)
 
 
 def reuse(memory: Memory, key: str, index: DiffIndex, now: float) -> Reused:
@@ -130,6 +132,7 @@ def reuse(memory: Memory, key: str, index: DiffIndex, now: float) -> Reused:
     if memo is None or memo.until <= now or not memo.group or len(memo.paths) != 1:
         raise KeyError(key)
     kept: list[Finding] = []
+    ranks: list[int] = []
     for f in sorted(memo.findings, key=lambda f: f.n):
         if f.path != memo.paths[0]:
             continue
@@ -144,12 +147,13 @@ def reuse(memory: Memory, key: str, index: DiffIndex, now: float) -> Reused:
             continue
         if citation_problem(finding, index) is None:
             kept.append(with_suggestion(finding, index))
-    return Reused(memo, kept)
+            ranks.append(f.n)
+    return Reused(memo, kept, ranks)
 
 
 def unit_memo(
     path: str,
-    findings: list[tuple[Finding, DiffIndex]],
+    findings: list[tuple[Finding, DiffIndex, int]],
     *,
     now: float,
     ttl: float,
@@ -159,10 +163,11 @@ def unit_memo(
     group: str,
 ) -> ChunkMemo | None:
     """What to keep of one file a model reviewed this run, whose replies were accepted:
-    ``findings`` each with the index of the chunk that showed it (None: a finding too long to
-    keep, or not on a shown line; the file is asked again next time)."""
+    ``findings`` each with the index of the chunk that showed it and its place in that chunk's
+    verified findings (None: a finding too long to keep, or not on a shown line; the file is
+    asked again next time)."""
     try:
-        kept = [_reused(f, n, index) for n, (f, index) in enumerate(findings) if f.path == path]
+        kept = [_reused(f, n, index) for f, index, n in findings if f.path == path]
         if len(route) > 300:
             raise LookupError("route key too long to keep")
         return ChunkMemo(
