@@ -19,7 +19,7 @@ from relay_review.render import comment_markdown, review_text
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.settings import Policy
-from relay_review.state import FileStore, Memory
+from relay_review.state import CommentStore, FileStore, Memory
 from relay_review.state.memory import ChunkMemo, ReusedFinding, decode
 
 pytestmark = pytest.mark.integration
@@ -98,7 +98,7 @@ def catalog(fleet: FaultFleet, model: str = "vendor/reviewer") -> Any:
 
 
 async def run(
-    fleet: FaultFleet, diff: str, store: FileStore, head: str, **kw: Any
+    fleet: FaultFleet, diff: str, store: FileStore | CommentStore, head: str, **kw: Any
 ) -> tuple[dict[str, Any], list[Any]]:
     """One review at the default policy; its report and the fleet's chat requests."""
     start = len(fleet.requests)
@@ -205,6 +205,21 @@ async def test_nothing_reused_says_why_in_the_comment(fleet: FaultFleet, tmp_pat
     assert why == f"changed since {SHA1[:12]}: every file"
     comment = comment_markdown(RunReport.from_json(report))
     assert "0 files reused (changed since" in comment
+
+
+async def test_the_default_store_carries_a_whole_review(fleet: FaultFleet) -> None:
+    """The action's default store: the sticky comment's payload (16 KB) between two pushes."""
+    first = CommentStore(lambda: None)
+    one, _ = await run(fleet, ten_files(), first, SHA1)
+    assert first.line is not None and len(first.line) < 8 * 1024
+
+    def sticky() -> str:
+        return f"<!-- relay-review:sticky -->\nverdict\n{first.line}\n"
+
+    two, sent = await run(fleet, ten_files(), CommentStore(sticky), SHA1)
+    assert sent == [] and two["memory"]["reused_files"] == 10
+    for key in SAME:
+        assert two[key] == one[key], key
 
 
 async def test_why_nothing_was_reused(fleet: FaultFleet, tmp_path: Path) -> None:
