@@ -115,7 +115,9 @@ async def test_two_repositories_sharing_one_redis_never_share_a_verdict(
     assert other["memory"]["reused_chunks"] == 0
     again, asked = await run(fleet, {"acme": "x"}, shared, "org/a")
     assert asked == 0 and again["memory"]["reused_chunks"] == 1  # A's own verdict: reused
-    assert again["findings"][0]["quote"] == LINE  # read again from the diff, not the store
+    # the quote is read again from the diff (the store keeps its span and hash, never its text)
+    assert again["findings"][0]["quote"] == one["findings"][0]["quote"] == EXCERPT
+    assert EXCERPT in LINE
     assert again["decision"] == "request_changes"
 
 

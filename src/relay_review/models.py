@@ -491,10 +491,14 @@ class MemoryReport(_Row):
     proven: int = 0
     dead: int = 0
     cooling: int = 0
-    #: Chunks whose earlier review was reused (no model request).
+    #: Earlier chunk reviews some of whose files were reused (no model request), and the files.
     reused_chunks: int = 0
+    reused_files: int = 0
     #: Requests a run without memory would have sent: probes not needed, chunks not re-sent.
     requests_avoided: int = 0
+    #: Why files with reviewable changes were sent to a model again ("" when all were reused):
+    #: changed since a commit, their route no longer selected, asked again, no earlier review.
+    not_reused: str = ""
 
 
 class Verdict(BaseModel):

@@ -649,6 +649,8 @@ def _reused_section(report: RunReport) -> Section | None:
         return f"reviewed at {md_code(f.reused_from)}" if f.reused_from else "reviewed earlier"
 
     body = "\n".join(f"- {md_code(f.path)}: {since(f)}, unchanged since" for f in reused)
+    if report.memory.not_reused:
+        body += f"\n\nSent to a model again: {md_text(report.memory.not_reused, 600)}."
     title = f"Files reused from an earlier run ({len(reused)} of {len(report.files)})"
     return ("reused", _details(title, body), f"_{len(reused)} files reused from an earlier run._")
 
@@ -667,6 +669,9 @@ def _readiness_section(report: RunReport) -> Section:
     served_line = (
         "Served by " + ", ".join(md_code(n) for n in names) + "." if names else "No route served."
     )
+    heads = reused_heads(report)
+    if heads is not None:
+        served_line = no_model_line(heads, md_code)
     title = "### Routes: selection and readiness"
     table = md_table(READINESS_HEADER, rows) if rows else "No routes were selected."
     full = f"{title}\n\n{table}\n\n{served_line}"
@@ -678,6 +683,24 @@ def _readiness_section(report: RunReport) -> Section:
         f"{served_line} _{len(rows) - len(keep)} rows omitted._"
     )
     return ("readiness", full, short)
+
+
+def reused_heads(report: RunReport) -> list[str] | None:
+    """The commits (12 hex digits, "" when unknown) every file of a run that sent no request
+    was reused from; None when some chunk went to a model (or nothing was reviewed)."""
+    if not report.chunks or not all(c.reused for c in report.chunks):
+        return None
+    return sorted({f.reused_from for f in report.files if f.reused_from is not None})
+
+
+def no_model_line(heads: Sequence[str], code: Any = plain) -> str:
+    """The routes section's line for a run whose every file was reused from memory."""
+    known = [code(h) for h in heads if h]
+    since = " from " + ", ".join(known) if known else " from an earlier run"
+    return (
+        f"No model was needed: every file was reused{since}, unchanged since"
+        " (no request, no probe)."
+    )
 
 
 def _attempts_section(report: RunReport) -> Section | None:
@@ -703,9 +726,11 @@ def _footer_section(report: RunReport) -> Section:
     m = report.memory
     if m.store != "none":
         remembered = m.proven + m.dead + m.cooling
+        why = f" ({md_text(m.not_reused, 300)})" if m.not_reused and not m.reused_files else ""
         foot.append(
-            f"memory ({m.store}): {remembered} routes remembered, {m.reused_chunks} chunks "
-            f"reused, {m.requests_avoided} requests saved"
+            f"memory ({m.store}): {plural(remembered, 'route')} remembered, "
+            f"{plural(m.reused_files, 'file')} reused{why}, "
+            f"{plural(m.requests_avoided, 'request')} saved"
         )
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
@@ -910,7 +935,9 @@ def review_text(report: RunReport | Mapping[str, Any]) -> str:
         else "No routes were selected."
     )
     names = sorted({s.agent_id for s in servers})
-    out += ["", *_para("Served by " + ", ".join(names) + "." if names else "No route served.")]
+    heads = reused_heads(report)
+    served = "Served by " + ", ".join(names) + "." if names else "No route served."
+    out += ["", *_para(no_model_line(heads) if heads is not None else served)]
     if report.attempts:
         out += ["", f"Attempt timeline ({len(report.attempts)})", attempt_timeline(report.attempts)]
     foot = [plural(len(report.catalog.selected), "route")]

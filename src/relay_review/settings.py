@@ -270,7 +270,7 @@ class MemoryPolicy(_Section):
     400 model error, or (for the whole account) 401/403/402. ``rate_limited``: a 429 without a
     Retry-After (with one: until it ends). ``timeout``: the first cooldown of a silent route,
     doubled on each repeat up to ``timeout_max``. ``server_error``: a 5xx or refused connection.
-    ``review``: a reviewed chunk's verified findings are reused while its content is unchanged.
+    ``review``: a reviewed file's verified findings are reused while its content is unchanged.
     ``findings``: a finding's state across pushes (first seen, fixed, dismissed).
     """
 

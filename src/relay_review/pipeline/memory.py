@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from relay_review.models import CatalogEntry, MemoryReport
 from relay_review.providers.kinds import KINDS, fill_base_url
 from relay_review.redact import redact_data, usable_secrets
+from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
@@ -88,6 +89,11 @@ class RunMemory:
     recalled: Recalled = field(default_factory=Recalled)
     clock: Callable[[], float] = time.time
     reused_chunks: int = 0
+    reused_files: int = 0
+    #: Chunks a run without memory would have sent beyond those sent (files reused).
+    chunks_avoided: int = 0
+    #: Why reviewable files were not reused (see :class:`relay_review.models.MemoryReport`).
+    not_reused: str = ""
     stored: Memory = field(default_factory=Memory)
     #: account name -> identity, agent id -> stored route key (this run's catalog)
     identities: dict[str, str] = field(default_factory=dict)
@@ -146,6 +152,13 @@ class RunMemory:
         """Lay the remembered routes on the session's board before it starts."""
         self.recalled = recall(session.board, self.memory, self.clock())
 
+    def recall_only(self, entries: Sequence[CatalogEntry]) -> RouteBoard:
+        """A board of ``entries`` with the remembered routes laid on it, for a run that sends
+        no request (every file reused): its rows say what memory holds, and the counts too."""
+        board = RouteBoard(entries)
+        self.recalled = recall(board, self.memory, self.clock())
+        return board
+
     def report(
         self,
         entries: Sequence[CatalogEntry],
@@ -153,10 +166,10 @@ class RunMemory:
         environ: Mapping[str, str],
         policy: Policy,
     ) -> MemoryReport:
-        """What memory did: routes settled, chunks reused, requests avoided (probes a run without
-        memory would have sent beyond those sent, and one per reused chunk)."""
+        """What memory did: routes settled, files reused, requests avoided (probes a run without
+        memory would have sent beyond those sent, and the chunks it would have sent beyond)."""
         blind, _ = plan_probes(entries, environ, policy.preflight.probe_budget)
-        avoided = self.reused_chunks + max(0, len(blind) - probes_sent)
+        avoided = self.chunks_avoided + max(0, len(blind) - probes_sent)
         if self.store.kind == "none":
             avoided = 0
         r = self.recalled
@@ -166,7 +179,9 @@ class RunMemory:
             dead=r.dead,
             cooling=r.cooling,
             reused_chunks=self.reused_chunks,
+            reused_files=self.reused_files,
             requests_avoided=avoided,
+            not_reused=self.not_reused,
         )
 
     def to_store(self) -> Memory:

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -26,7 +26,6 @@ from relay_review.models import (
     ReviewStatus,
     RouteRef,
     RunReport,
-    ServedBy,
     Stopped,
     UnverifiedFinding,
     Verdict,
@@ -41,6 +40,7 @@ from relay_review.review.chunks import (
     ChunkPlan,
     HeadFiles,
     plan_chunks,
+    unit_text,
 )
 from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex, Side
@@ -76,8 +76,15 @@ from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store
-from relay_review.state.chunks import chunk_key, chunk_memo, reuse
-from relay_review.state.memory import ChunkMemo
+from relay_review.state.chunks import (
+    chunk_key,
+    chunk_memo,
+    reuse,
+    scope_key,
+    unit_key,
+    unit_memo,
+)
+from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")
 #: A finding's suggestion keys: kept on verified findings only (an unverified one is not shown).
@@ -304,17 +311,10 @@ class Collected:
         return [c.served_by for c in self.chunks if c.served_by]
 
 
-def collect(
-    plan: ChunkPlan,
-    results: list[ServeResult],
-    files: dict[str, FileReport],
-    reused: Mapping[int, ChunkMemo] | None = None,
-) -> Collected:
+def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileReport]) -> Collected:
     """Gather every chunk's result; a chunk no route served marks its files skipped and left
-    out (in ``files``, in place). A chunk in ``reused`` (by number) was reviewed in an earlier
-    run: it counts as served, and its files say since which head they are unchanged."""
+    out (in ``files``, in place). Files reused from memory are added by :func:`add_reused`."""
     out = Collected()
-    reused = reused or {}
     for chunk, result in zip(plan.chunks, results, strict=True):
         out.attempts.extend(result.attempts)
         served = RouteRef(**result.served_by.model_dump()) if result.served_by else None
@@ -325,7 +325,6 @@ def collect(
                 paths=chunk.paths,
                 served_by=served,
                 stopped=result.stopped,
-                reused=chunk.number in reused,
             )
         )
         if not result.ok:
@@ -563,22 +562,27 @@ async def review(
             paths=tuple((p.glob, p.instructions) for p in r.paths), language=r.language
         )
     budget = chunk_budget(catalog, policy, title, body, instructions)
-    plan = plan_chunks(
-        index,
-        budget,
-        exclude=excludes,
-        trusted_excludes=r.trusted_excludes,
-        max_line_chars=r.max_line_chars,
-        max_chunks=r.max_chunks,
-        head_files=head_files,
-        context_lines=r.context_lines,
-    )
-    files = {
-        f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
-        for f in plan.files
-    }
-    report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
+
+    def planned(reused: Collection[str] = ()) -> ChunkPlan:
+        return plan_chunks(
+            index,
+            budget,
+            exclude=excludes,
+            trusted_excludes=r.trusted_excludes,
+            max_line_chars=r.max_line_chars,
+            max_chunks=r.max_chunks,
+            head_files=head_files,
+            context_lines=r.context_lines,
+            reused=reused,
+        )
+
+    plan = whole = planned()
     if not plan.chunks:
+        files = {
+            f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
+            for f in plan.files
+        }
+        report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
         report.verdict = Verdict(
             decision=Decision.COMMENT,
             summary="Nothing to review: no file of this diff has reviewable changed lines.",
@@ -590,33 +594,53 @@ async def review(
         report.elapsed_s = round(time.monotonic() - started, 3)
         return report
 
+    memory = RunMemory.load(
+        store, entries=catalog.selected, environ=environ, secrets=secrets, policy=policy.memory
+    )
+    scope = scope_key(r, title, body, instructions_key(instructions), repo=repo)
+    packable = {
+        f.path
+        for f in whole.files
+        if f.status == "reviewed" or (f.reason or "").startswith("beyond limits")
+    }
+    units = {
+        f.path: unit_key(scope, unit_text(f, head_files, r.context_lines))
+        for f in index.files
+        if f.path in packable
+    }
+    reused: dict[str, ReusedUnit] = {}
+    if reuse_reviews:
+        reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)
+    elif memory.store.kind != "none":
+        memory.not_reused = "asked again: every file goes to a model"
+        log.info("review: asked again, every file goes to a model (no cached verdict)")
+    else:
+        memory.not_reused = "memory is off"
+    if reused:
+        plan = planned(reused)
+        reused = {p: reused[p] for p in plan.reused}
+    files = {
+        f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
+        for f in plan.files
+    }
+    report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
     log.info(
-        "review: %d files, %d chunks of at most %d tokens, over %d routes",
+        "review: %d files (%d reused), %d chunks of at most %d tokens, over %d routes",
         len(plan.files),
+        len(reused),
         len(plan.chunks),
         budget,
         len(catalog.selected),
     )
-    memory = RunMemory.load(
-        store, entries=catalog.selected, environ=environ, secrets=secrets, policy=policy.memory
-    )
-    shape = instructions_key(instructions)
-    keys = {c.number: chunk_key(c, r, title, body, shape, repo=repo) for c in plan.chunks}
-    if reuse_reviews:
-        reused, results_of = reused_chunks(plan.chunks, keys, memory, catalog)
-    else:
-        reused, results_of = {}, {}
-        log.info("review: asked again, every chunk goes to a model (no cached verdict)")
-    to_serve = [c for c in plan.chunks if c.number not in reused]
     session = None
-    if to_serve:
+    results: list[ServeResult] = []
+    if plan.chunks:
         session = session_for(catalog, policy, environ, chat_fn, started, store=store)
         memory.recall_onto(session)
-        served_now = await serve_chunks(session, to_serve, policy, title, body, instructions)
-        results_of.update(zip((c.number for c in to_serve), served_now, strict=True))
-    results = [results_of[c.number] for c in plan.chunks]
-    got = collect(plan, results, files, reused)
-    mark_reused(files, plan.chunks, reused)
+        results = await serve_chunks(session, plan.chunks, policy, title, body, instructions)
+    got = collect(plan, results, files)
+    add_reused(got, reused, memory, fresh=bool(plan.chunks))
+    mark_reused(files, reused)
     findings = merge_findings(got.verified)
     served = [c.served_by for c in got.chunks if c.served_by and not c.reused]
     report.files = list(files.values())
@@ -628,9 +652,15 @@ async def review(
     if session is not None:
         report.readiness = [ProbeReport(**p) for p in session.readiness()]
         report.probes_sent = session.probes_sent
-    memory.reused_chunks = len(reused)
+    else:  # every file reused: no request, but the table says what memory holds
+        board = memory.recall_only(catalog.selected)
+        report.readiness = [ProbeReport(**p.model_dump()) for p in board.rows()]
+        report.probes_sent = 0
+    memory.reused_files = len(reused)
+    memory.reused_chunks = len({u.memo.group for u in reused.values()})
+    memory.chunks_avoided = max(0, len(whole.chunks) - len(plan.chunks))
     report.memory = memory.report(catalog.selected, report.probes_sent or 0, environ, policy)
-    remember_chunks(memory, plan.chunks, keys, results_of, reused, policy, head_sha)
+    remember_units(memory, plan, results, units, scope, policy, head_sha)
     memory.save(session, policy)
     report.elapsed_s = round(time.monotonic() - started, 3)
     report.verdict = conclude(
@@ -667,71 +697,148 @@ def instructions_key(instructions: Instructions | None) -> str:
     return instructions.render() if instructions is not None else ""
 
 
-def reused_chunks(
-    chunks: list[Chunk], keys: Mapping[int, str], memory: RunMemory, catalog: Catalog
-) -> tuple[dict[int, ChunkMemo], dict[int, ServeResult]]:
-    """Chunks an earlier run reviewed with identical content (same repository, settings and
-    prompt: the key) on a route this run's catalog still selects (same account identity and
-    model): their memos and results (findings validated again against the chunk; no request)."""
-    memos: dict[int, ChunkMemo] = {}
-    results: dict[int, ServeResult] = {}
+@dataclass
+class ReusedUnit:
+    """A file whose earlier review is reused: its memo, findings verified again, and the
+    route (of this run's catalog) that made it."""
+
+    memo: ChunkMemo
+    findings: list[Finding]
+    entry: CatalogEntry
+    #: Each finding's place in the reply of the chunk it came from (reply order is kept).
+    ranks: list[int] = field(default_factory=list)
+
+
+def reused_files(
+    index: DiffIndex,
+    units: Mapping[str, str],
+    scope: str,
+    memory: RunMemory,
+    catalog: Catalog,
+) -> tuple[dict[str, ReusedUnit], str]:
+    """Files an earlier run reviewed with identical text (and context) under the same scope
+    (repository, settings, prompt, description: the key) on a route this run's catalog still
+    selects (same account identity and model), with their findings validated again against the
+    current diff (no request); and why the others are not reused (one line, "" when all are)."""
+    found: dict[str, ReusedUnit] = {}
+    why: dict[str, list[str]] = {}
     now = memory.clock()
     selected = {e.agent_id: e for e in catalog.selected}
-    for chunk in chunks:
+    earlier = earlier_units(memory.memory, scope)
+    for path, key in units.items():
         try:
-            memo, kept = reuse(memory.memory, keys[chunk.number], chunk, now)
+            unit = reuse(memory.memory, key, index, now)
         except KeyError:
+            before = earlier.get(path)
+            reason = f"changed since {before}" if before is not None else "no earlier review"
+            why.setdefault(reason, []).append(path)
             continue
-        entry = selected.get(memory.agent_of(memo.route) or "")
+        entry = selected.get(memory.agent_of(unit.memo.route) or "")
         if entry is None:  # that route left the catalog (or the account changed): ask again
+            why.setdefault("the route that reviewed it is no longer selected", []).append(path)
             continue
-        memos[chunk.number] = memo
-        results[chunk.number] = ServeResult(
-            value=ChunkVerdict("", kept, []),
-            served_by=ServedBy(
-                agent_id=entry.agent_id, account=entry.account, model=entry.route.model
-            ),
-            stopped=Stopped.SERVED,
-        )
-    if memos:
-        log.info("review: %d of %d chunks unchanged since an earlier run", len(memos), len(chunks))
-    return memos, results
+        found[path] = ReusedUnit(unit.memo, unit.findings, entry, unit.ranks)
+    if memory.store.kind == "none":
+        return found, "memory is off"
+    if found:
+        log.info("review: %d of %d files unchanged since an earlier run", len(found), len(units))
+    return found, "; ".join(_why(reason, paths, len(units)) for reason, paths in why.items())
 
 
-def mark_reused(
-    files: dict[str, FileReport], chunks: list[Chunk], reused: Mapping[int, ChunkMemo]
-) -> None:
-    """Files all of whose chunks were reused say since which head (in ``files``, in place)."""
-    since: dict[str, str] = {}
-    fresh: set[str] = set()
-    for chunk in chunks:
-        memo = reused.get(chunk.number)
-        for path in chunk.paths:
-            if memo is None:
-                fresh.add(path)
-            else:
-                since.setdefault(path, memo.head[:12])
-    for path, head in since.items():
-        if path in files and path not in fresh and not files[path].left_out:
-            files[path] = files[path].model_copy(update={"reused_from": head})
+def _why(reason: str, paths: list[str], of: int, shown: int = 3) -> str:
+    """``changed since abc: a.py, b.py and 3 more`` (``every file`` when it is all of them)."""
+    if len(paths) == of:
+        return reason if reason == "no earlier review" else f"{reason}: every file"
+    more = f" and {len(paths) - shown} more" if len(paths) > shown else ""
+    return f"{reason}: " + ", ".join(paths[:shown]) + more
 
 
-def remember_chunks(
+def earlier_units(memory: Memory, scope: str) -> dict[str, str]:
+    """Path -> the commit (12 hex digits, or "an earlier run") of the latest file unit kept
+    under ``scope``: a file that has one but missed its key has changed since."""
+    latest: dict[str, ChunkMemo] = {}
+    for memo in memory.chunks.values():
+        if memo.group and memo.scope == scope and len(memo.paths) == 1:
+            path = memo.paths[0]
+            if path not in latest or latest[path].at < memo.at:
+                latest[path] = memo
+    return {p: (m.head[:12] or "an earlier run") for p, m in latest.items()}
+
+
+def add_reused(
+    got: Collected,
+    reused: Mapping[str, ReusedUnit],
     memory: RunMemory,
-    chunks: list[Chunk],
-    keys: Mapping[int, str],
-    results: Mapping[int, ServeResult],
-    reused: Mapping[int, ChunkMemo],
+    *,
+    fresh: bool,
+) -> None:
+    """Add the reused files to ``got`` (in place), grouped by the chunk review they came from:
+    one reused chunk report per group (its number of then), its findings in reply order, and
+    its summary, as it read then when no chunk was sent this run (so the same diff again is
+    the same review), else marked with the commit it was reviewed at."""
+    groups: dict[str, list[ReusedUnit]] = {}
+    for unit in reused.values():
+        groups.setdefault(unit.memo.group, []).append(unit)
+    chunks = memory.memory.chunks
+
+    def order(group: str) -> tuple[float, int, str]:
+        head = chunks.get(group)
+        first = groups[group][0].memo
+        return (head.at if head else first.at, head.part if head else 1, group)
+
+    for group in sorted(groups, key=order):
+        units = groups[group]
+        head = chunks.get(group)
+        memo = units[0].memo
+        entry = units[0].entry
+        got.chunks.append(
+            ChunkReport(
+                number=head.part if head else None,
+                total=head.parts if head else None,
+                paths=[u.memo.paths[0] for u in units],
+                served_by=RouteRef(
+                    agent_id=entry.agent_id, account=entry.account, model=entry.route.model
+                ),
+                stopped=Stopped.SERVED,
+                reused=True,
+            )
+        )
+        ranked = [(n, f) for u in units for n, f in zip(u.ranks, u.findings, strict=True)]
+        got.verified.append([f for _, f in sorted(ranked, key=lambda nf: nf[0])])
+        if head is None or head.group or not head.summary:
+            continue
+        if fresh:
+            prefix = f"Reused from {memo.head[:12] or 'an earlier run'}: "
+        else:
+            prefix = f"Part {head.part}/{head.parts}: " if head.parts > 1 else ""
+        got.summaries.append(prefix + head.summary)
+
+
+def mark_reused(files: dict[str, FileReport], reused: Mapping[str, ReusedUnit]) -> None:
+    """Reused files say since which head they are unchanged (in ``files``, in place)."""
+    for path, unit in reused.items():
+        if path in files and not files[path].left_out:
+            files[path] = files[path].model_copy(update={"reused_from": unit.memo.head[:12]})
+
+
+def remember_units(
+    memory: RunMemory,
+    plan: ChunkPlan,
+    results: list[ServeResult],
+    units: Mapping[str, str],
+    scope: str,
     policy: Policy,
     head_sha: str | None,
 ) -> None:
-    """Keep each chunk a model reviewed this run, unless a finding on its shown lines failed
-    verification (that chunk stays partial, so it is asked again next time)."""
+    """Keep each chunk a model reviewed this run (its summary) and each file all of whose
+    chunks were accepted, unless a finding on a chunk's shown lines failed verification (that
+    chunk's files stay partial, so they are asked again next time)."""
     now = memory.clock()
+    ttl, head = policy.memory.review, head_sha or ""
     kept = dict(memory.memory.chunks)
-    for chunk in chunks:
-        result = results[chunk.number]
-        if chunk.number in reused or not result.ok or result.served_by is None:
+    clean: dict[int, tuple[str, ChunkVerdict, str]] = {}  # chunk number -> (key, verdict, route)
+    for chunk, result in zip(plan.chunks, results, strict=True):
+        if not result.ok or result.served_by is None:
             continue
         verdict: ChunkVerdict = result.value
         if verdict.cut or any(points_at_shown_code(f, chunk.index) for f, _ in verdict.unverified):
@@ -739,16 +846,39 @@ def remember_chunks(
         route = memory.route_of(result.served_by.agent_id)
         if route is None:
             continue
+        key = chunk_key(chunk, scope)
         memo = chunk_memo(
-            chunk,
-            verdict.verified,
-            now=now,
-            ttl=policy.memory.review,
-            head=head_sha or "",
-            route=route,
+            chunk, verdict.summary, now=now, ttl=ttl, head=head, route=route, scope=scope
         )
         if memo is not None:
-            kept[keys[chunk.number]] = memo
+            kept[key] = memo
+        clean[chunk.number] = (key, verdict, route)
+    holding: dict[str, list[Chunk]] = {}
+    for chunk in plan.chunks:
+        for piece in chunk.files:
+            holding.setdefault(piece.path, []).append(chunk)
+    for path, chunks in holding.items():
+        if path not in units or any(c.number not in clean for c in chunks):
+            continue
+        group, _, route = clean[chunks[0].number]
+        findings = [
+            (f, c.index, n)
+            for c in chunks
+            for n, f in enumerate(clean[c.number][1].verified)
+            if f.path == path
+        ]
+        memo = unit_memo(
+            path,
+            findings,
+            now=now,
+            ttl=ttl,
+            head=head,
+            route=route,
+            scope=scope,
+            group=group,
+        )
+        if memo is not None:
+            kept[units[path]] = memo
     memory.memory = memory.memory.model_copy(update={"chunks": kept})
 
 

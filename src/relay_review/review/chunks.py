@@ -34,7 +34,8 @@ an offline runner cannot do; an estimate that errs large is the safe side.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+import sys
+from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from typing import Literal
@@ -209,6 +210,8 @@ class ChunkPlan:
     chunks: list[Chunk]
     files: list[FileReport]
     budget_tokens: int
+    #: Files reported reviewed but packed in no chunk: an earlier review of them is reused.
+    reused: list[str] = field(default_factory=list)
 
     @property
     def reviewed(self) -> list[FileReport]:
@@ -367,6 +370,7 @@ def plan_chunks(
     include_deleted: bool = True,
     head_files: HeadFiles | None = None,
     context_lines: int = 0,
+    reused: Collection[str] = (),
 ) -> ChunkPlan:
     """Pack the diff's files into chunks of at most ``budget_tokens`` estimated tokens each.
 
@@ -381,6 +385,10 @@ def plan_chunks(
 
     ``head_files`` and ``context_lines``: widen whole hunks with enclosing head-file lines in
     the room each chunk has left (see the module doc); the packing does not change.
+
+    ``reused``: paths whose earlier review is reused (see :func:`unit_text`): such a file, once
+    it passes every check above, is reported reviewed and packed in no chunk, so the chunks
+    hold only the other files (a changed file is reviewed alone or with the other changed ones).
     """
     if budget_tokens < MIN_CHUNK_TOKENS:
         raise ValueError(
@@ -390,6 +398,7 @@ def plan_chunks(
     chunks: list[list[_Piece]] = []
     used: list[int] = []
     pieces_of: dict[int, list[int]] = {}  # file position -> chunk numbers (0-based)
+    kept: list[str] = []  # reused files, in diff order
 
     def skip(pos: int, f: FileDiff, reason: str, *, left_out: bool) -> None:
         reports[pos] = FileReport(
@@ -417,6 +426,12 @@ def plan_chunks(
         units = too_long or _units(f, budget_tokens - header - _PART_TAG_TOKENS)
         if isinstance(units, str):
             skip(pos, f, units, left_out=True)
+            continue
+        if f.path in reused:
+            reports[pos] = FileReport(
+                path=f.path, status="reviewed", change=f.status, old_path=f.old_path
+            )
+            kept.append(f.path)
             continue
         _pack(pos, f, units, header, budget_tokens, chunks, used, pieces_of)
 
@@ -454,7 +469,23 @@ def plan_chunks(
         chunks=built,
         files=[reports[pos] for pos in range(len(index.files))],
         budget_tokens=budget_tokens,
+        reused=kept,
     )
+
+
+def unit_text(f: FileDiff, head_files: HeadFiles | None = None, context_lines: int = 0) -> str:
+    """One file as the review cache knows it: its whole rendered patch, widened with up to
+    ``context_lines`` head-file lines around every hunk regardless of room. It does not depend
+    on the other files of the diff or on where the file lands, so a file's cache key (see
+    :mod:`relay_review.state.chunks`) changes only when its own text, or the context a chunk
+    could show around it, changes."""
+    piece = _Piece(0, f, [_Unit(h, 0) for h in f.hunks])
+    hunks = [list(f.hunks)]
+    context = min(max(context_lines, 0), MAX_CONTEXT_LINES)
+    if head_files and context:
+        hunks, _ = _widen([piece], head_files, context, sys.maxsize)
+    text, _ = _render_pieces([piece], [None], hunks)
+    return text
 
 
 def _pack(

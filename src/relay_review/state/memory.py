@@ -116,9 +116,14 @@ class RouteMemo(_Timed):
 
 
 class ReusedFinding(_Record):
-    """A verified finding kept for a chunk (:class:`relay_review.review.verdict.Finding`): its
-    location and ``quote_sha``, the SHA-256 of the cited line as the diff showed it (the quote
-    is read again from the current diff on reuse; a line that no longer matches drops it)."""
+    """A verified finding kept for a file (:class:`relay_review.review.verdict.Finding`): its
+    location and ``quote_sha``, the SHA-256 of the cited line as the diff showed it (a line
+    that no longer matches drops it). The quote is never kept: it is read again from the
+    current diff, as ``quote_span`` of the cited line (character offsets) between the model's
+    ``quote_pre`` and ``quote_post`` (a copied diff marker or whitespace, nothing else), and
+    must hash as ``quote_hash`` did (else the whole line stands for it). ``end_line`` and
+    ``suggestion`` (model output, scrubbed like every record) are checked again against the
+    diff on reuse, which gives ``replaces`` back. ``n``: its place in its chunk's reply."""
 
     path: str = Field(max_length=4096)
     line: int = Field(ge=0, le=10**9)
@@ -126,11 +131,25 @@ class ReusedFinding(_Record):
     quote_sha: str = Field(pattern=r"^[0-9a-f]{64}$")
     severity: str = Field(max_length=20)
     message: str = Field("", max_length=4000)
+    end_line: int | None = None
+    suggestion: str | None = Field(None, max_length=8000)
+    quote_span: tuple[int, int] | None = None
+    quote_pre: str = Field("", max_length=16, pattern=r"^[\sRL0-9+-]*$")
+    quote_post: str = Field("", max_length=16, pattern=r"^\s*$")
+    quote_hash: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
+    n: int = Field(0, ge=0, le=10_000)
 
 
 class ChunkMemo(_Timed):
-    """A chunk reviewed before: when, at which head, by which route (``{account identity}/{model}``,
-    see :mod:`relay_review.pipeline.memory`), and its verified findings."""
+    """A review kept for reuse: when, at which head, by which route (``{account identity}/
+    {model}``, see :mod:`relay_review.pipeline.memory`).
+
+    Two kinds, both under a content hash (:mod:`relay_review.state.chunks`): a **file unit**
+    (``group`` set: ``paths`` is the one file, ``findings`` its verified findings, ``scope`` a
+    hash of the review's settings, ``group`` the key of the chunk review it came from), and a
+    **chunk review** (``group`` empty: ``paths`` every file of the chunk, ``summary`` the
+    model's summary, ``part`` of ``parts``), which the file units of that chunk share, so a
+    summary is kept once, not once per file."""
 
     head: str = Field("", max_length=64)
     route: str = Field("", max_length=300)
@@ -138,6 +157,11 @@ class ChunkMemo(_Timed):
         default_factory=list, max_length=2000
     )
     findings: list[ReusedFinding] = Field(default_factory=list, max_length=500)
+    group: str = Field("", max_length=32)
+    scope: str = Field("", max_length=32)
+    summary: str = Field("", max_length=4000)
+    part: int = Field(1, ge=1, le=100_000)
+    parts: int = Field(1, ge=1, le=100_000)
 
 
 FindingState = Literal["open", "fixed", "dismissed"]
@@ -184,9 +208,13 @@ class Unusable(ValueError):
 
 
 def _dump(memory: Memory) -> bytes:
-    return json.dumps(
-        memory.model_dump(mode="json"), separators=(",", ":"), ensure_ascii=True
-    ).encode()
+    data = memory.model_dump(mode="json")
+    # a reviewed file's memo leaves out the fields at their defaults (a pull request's files
+    # share the comment's 16 KB): decoding fills them in again
+    data["chunks"] = {
+        k: v.model_dump(mode="json", exclude_defaults=True) for k, v in memory.chunks.items()
+    }
+    return json.dumps(data, separators=(",", ":"), ensure_ascii=True).encode()
 
 
 def encode(memory: Memory, limit: int = MAX_BYTES) -> bytes:
