@@ -171,7 +171,7 @@ async def test_default_policy_reuses_per_file(fleet: FaultFleet, tmp_path: Path)
     text = (tmp_path / "state.json").read_text()
     assert KEY[:12] not in text and UNIQUE not in text and "import os" not in text
     assert "DEBUG = True" not in text and "DEBUG = False" in text  # the suggestion is kept
-    memory = decode(text.encode(), 1024 * 1024)
+    memory = decode(text.encode(), 1024 * 1024).memory
     units = [m for m in memory.chunks.values() if m.group]
     assert all(len(m.paths) == 1 for m in units)  # one unit per file (mod_3 at both commits)
     assert sorted(m.paths[0] for m in units) == sorted([*FILES, changed])

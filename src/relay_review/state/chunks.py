@@ -219,7 +219,7 @@ def _reused(f: Finding, n: int, index: DiffIndex) -> ReusedFinding:
         message=f.message,
         end_line=f.end_line if f.suggestion is not None else None,
         suggestion=f.suggestion,
-        quote_span=span,
+        quote_span=list(span) if span is not None else None,
         quote_pre=pre,
         quote_post=post,
         quote_hash=line_sha(f.quote)[:32] if span is not None else None,

@@ -131,9 +131,12 @@ class ReusedFinding(_Record):
     quote_sha: str = Field(pattern=r"^[0-9a-f]{64}$")
     severity: str = Field(max_length=20)
     message: str = Field("", max_length=4000)
-    end_line: int | None = None
+    end_line: int | None = Field(None, ge=0, le=10**9)
     suggestion: str | None = Field(None, max_length=8000)
-    quote_span: tuple[int, int] | None = None
+    #: a JSON array of two offsets (a list: strict validation takes no array as a tuple)
+    quote_span: list[Annotated[int, Field(ge=0, le=10**6)]] | None = Field(
+        None, min_length=2, max_length=2
+    )
     quote_pre: str = Field("", max_length=16, pattern=r"^[\sRL0-9+-]*$")
     quote_post: str = Field("", max_length=16, pattern=r"^\s*$")
     quote_hash: str | None = Field(None, pattern=r"^[0-9a-f]{32}$")
