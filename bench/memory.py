@@ -17,12 +17,14 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import os
+import socket
 import statistics
 import tempfile
 from pathlib import Path
 
 from relay_review.drill.review import run_review_drill
-from relay_review.drill.scenarios import run_named
+from relay_review.drill.scenarios import PORT_ENV, run_named
 from relay_review.settings import Policy
 from relay_review.state import FileStore
 
@@ -45,7 +47,17 @@ async def review_twice(state: Path) -> tuple[dict, dict]:
     return await run_review_drill(Policy(), store), await run_review_drill(Policy(), store)
 
 
+def pin_drill_port() -> None:
+    """Memory knows an account by its base URL: both runs of a pair must meet the fleet on one
+    port (``RELAY_DRILL_PORT``), as two runs of one setup do."""
+    if not os.environ.get(PORT_ENV):
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            os.environ[PORT_ENV] = str(s.getsockname()[1])
+
+
 def main() -> None:
+    pin_drill_port()
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=5)
     args = parser.parse_args()
