@@ -400,6 +400,8 @@ class FileReport(_Row):
     #: Reviewed in an earlier run and unchanged since: that run's head (sha, or "" when the run
     #: had none) and findings were reused with no model request. None: reviewed this run.
     reused_from: str | None = None
+    #: The model's short note on this file (the comment's walkthrough; "" when it gave none).
+    note: str = ""
 
 
 class RouteRef(_Row):
@@ -420,6 +422,9 @@ class ChunkReport(_Row):
     stopped: str = ""
     #: Served from memory: an earlier run's review of identical content (no model request).
     reused: bool = False
+    #: The reply's summary of this chunk, when believed (it verified a finding or had none
+    #: rejected); the comment's walkthrough when the model gave no per-file notes.
+    summary: str = ""
 
 
 class SelectedRoute(_Row):

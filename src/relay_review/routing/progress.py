@@ -160,3 +160,17 @@ async def _tick(reg: _Registry) -> None:
             if due(wait):
                 wait.said_at = wait.clock()
                 log.info("%s", wait.line())
+
+
+def stall_detail(route: str) -> str | None:
+    """What a request on ``route`` still in flight has waited for so far (``stalled: no byte
+    in 12 s``), for a probe abandoned when the run finished; ``None`` when none is in flight."""
+    for wait in in_flight():
+        if wait.route == route:
+            waited = wait.clock() - wait.started
+            if wait.phase == FIRST_BYTE:
+                return f"stalled: no byte in {waited:.0f} s"
+            if wait.phase == FIRST_TOKEN:
+                return f"stalled: no token in {waited:.0f} s"
+            return f"stalled: reply unfinished after {waited:.0f} s"
+    return None
