@@ -130,3 +130,33 @@ def test_the_deep_drill_is_never_silent_for_long() -> None:
     # one route's lines in order: its progress lines before the attempt line that ends them
     attempt = next(i for i, s in enumerate(lines) if "route=nim_a/qwen/" in s)
     assert all(lines.index(s) < attempt for s in first_byte)
+
+
+def test_a_retry_after_wait_says_what_it_waits_out() -> None:
+    clock = Clock()
+
+    async def main() -> str:
+        with progress.pausing("nim_b/llama", "the retry-after", 30.0, clock=clock) as w:
+            assert w is not None and [x.route for x in progress.in_flight()] == ["nim_b/llama"]
+            clock.now += 12
+            assert progress.stall_detail("nim_b/llama") is None  # not a request
+            return w.line()
+
+    assert asyncio.run(main()) == "waiting out the retry-after of nim_b/llama (12 s of 30 s)"
+
+
+def test_a_request_still_in_flight_says_how_long_it_stalled() -> None:
+    clock = Clock()
+    d = Deadlines(connect=5, first_byte=60, idle=30, attempt=120)
+
+    async def main() -> list[str | None]:
+        out = []
+        with progress.tracking("a/m", d, deadline_at=1e9, clock=clock):
+            clock.now += 12
+            out.append(progress.stall_detail("a/m"))
+            progress.phase(progress.FIRST_TOKEN)
+            out.append(progress.stall_detail("a/m"))
+        out.append(progress.stall_detail("a/m"))
+        return out
+
+    assert asyncio.run(main()) == ["stalled: no byte in 12 s", "stalled: no token in 12 s", None]

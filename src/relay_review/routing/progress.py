@@ -55,11 +55,15 @@ class Wait:
     phase: str = FIRST_BYTE
     phase_started: float = 0.0
     said_at: float | None = None
+    #: A plain wait (no request): its length in seconds (:func:`pausing`).
+    pause_s: float | None = None
 
     def bound(self) -> tuple[float, float]:
         """(seconds waited, bound in seconds) for the phase in force, from the call's start:
         the first_byte, first_token or attempt bound, never past the run's deadline."""
         d = self.deadlines
+        if self.pause_s is not None:
+            return self.clock() - self.started, self.pause_s
         if self.phase == FIRST_BYTE:
             bound = min(d.first_byte, d.first_token, d.attempt)
         elif self.phase == FIRST_TOKEN:
@@ -71,6 +75,8 @@ class Wait:
 
     def line(self) -> str:
         waited, bound = self.bound()
+        if self.pause_s is not None:
+            return f"waiting out {self.phase} of {self.route} ({waited:.0f} s of {bound:.0f} s)"
         what = "probe reply" if self.purpose == "probe" else self.phase
         if self.purpose == "probe" and self.phase != FIRST_BYTE:
             what = f"probe reply ({self.phase})"
@@ -121,16 +127,43 @@ def tracking(
     now = clock()
     purpose = "probe" if deadlines.attempt_name == "probe timeout" else "serve"
     wait = Wait(route, purpose, deadlines, deadline_at, clock, now, phase_started=now)
+    with _registered(loop, wait):
+        token = _current.set(wait)
+        try:
+            yield wait
+        finally:
+            _current.reset(token)
+
+
+@contextlib.contextmanager
+def pausing(
+    route: str, what: str, seconds: float, *, clock: Callable[[], float] = time.monotonic
+) -> Iterator[Wait | None]:
+    """Register a plain wait of ``seconds`` on ``route`` (``what``: ``the retry-after``) for
+    progress lines while the block runs (``waiting out the retry-after of x (12 s of 30 s)``)."""
+    try:
+        loop = asyncio.get_running_loop()
+    except RuntimeError:
+        yield None
+        return
+    now = clock()
+    d = Deadlines(connect=max(seconds, 0.001), first_byte=1, idle=1, attempt=1)
+    wait = Wait(route, "pause", d, now + seconds, clock, now, what, now, pause_s=seconds)
+    with _registered(loop, wait):
+        yield wait
+
+
+@contextlib.contextmanager
+def _registered(loop: asyncio.AbstractEventLoop, wait: Wait) -> Iterator[None]:
+    """``wait`` in the loop's registry while the block runs; the ticker started if need be."""
     reg = _registries.setdefault(loop, _Registry())
     key = next(_ids)
     reg.waits[key] = wait
     if reg.ticker is None or reg.ticker.done():
         reg.ticker = loop.create_task(_tick(reg), name="relay-review progress")
-    token = _current.set(wait)
     try:
-        yield wait
+        yield
     finally:
-        _current.reset(token)
         reg.waits.pop(key, None)
 
 
@@ -166,11 +199,12 @@ def stall_detail(route: str) -> str | None:
     """What a request on ``route`` still in flight has waited for so far (``stalled: no byte
     in 12 s``), for a probe abandoned when the run finished; ``None`` when none is in flight."""
     for wait in in_flight():
-        if wait.route == route:
-            waited = wait.clock() - wait.started
+        if wait.route == route and wait.pause_s is None:
+            elapsed = wait.clock() - wait.started
+            waited = round(elapsed, 1 if elapsed < 10 else None)
             if wait.phase == FIRST_BYTE:
-                return f"stalled: no byte in {waited:.0f} s"
+                return f"stalled: no byte in {waited:g} s"
             if wait.phase == FIRST_TOKEN:
-                return f"stalled: no token in {waited:.0f} s"
-            return f"stalled: reply unfinished after {waited:.0f} s"
+                return f"stalled: no token in {waited:g} s"
+            return f"stalled: reply unfinished after {waited:g} s"
     return None
