@@ -431,6 +431,9 @@ def summary_markdown(report: Mapping[str, Any], published: Published) -> str:
     elif published.comment_url:
         note = f"Posted as {md_code(published.comment_url)}.\n\n"
     limit = actions.SUMMARY_LIMIT_BYTES - 4096
+    noise = (published.review or {}).get("noise")
+    if isinstance(noise, Mapping) and "inline" not in report:  # as the sticky comment says it
+        report = {**report, "inline": noise}
     return note + comment_markdown(report, limit=limit)
 
 
