@@ -112,7 +112,8 @@ def test_comment_has_decision_findings_table_and_served_route():
     assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | ready | SERVED |" in body
     # the found column names the fault (the probe's detail, escaped)
     assert (
-        "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 | stalled: no byte in 10 s |  |" in body
+        "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 | stalled: no byte in 10 s "
+        "\\(timeout in first\\_byte - no byte within 10s \\(no headers\\)\\) |  |" in body
     )
     # the route summary stands above the table, which is folded for a complete review
     assert "Served by `b/m2` after 2 probes; 1 of 2 routes failed — stalled." in body

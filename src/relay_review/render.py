@@ -241,7 +241,8 @@ def _stall(detail: str, elapsed: float | None) -> str | None:
     if elapsed is None or not any(w in detail for w in _NO_BYTE):
         return None
     n = float(elapsed)
-    return f"stalled: no byte in {n:.1f} s" if n < 10 else f"stalled: no byte in {n:.0f} s"
+    said = f"stalled: no byte in {n:.1f} s" if n < 10 else f"stalled: no byte in {n:.0f} s"
+    return f"{said} ({detail})"  # the detail still names the phase and the bound that struck
 
 
 def _found(probe: ProbeReport, failure: AttemptReport | None) -> str:
