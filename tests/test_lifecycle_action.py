@@ -223,6 +223,7 @@ def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     overlay = github_mock.comments_overlay(SHA)
     gql = github_mock.graphql
     inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    inputs["inline-min-severity"] = "low"  # the third finding below is low
     VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
     one = run_action(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
     assert one.code == 0, one.stdout + one.stderr

@@ -137,6 +137,7 @@ INFO_KINDS = {
     "usage": "INFO relay_review.failover: usage: ",
     "wait": "INFO relay_review.failover: waiting ",
     "review": "INFO relay_review.review: review: ",
+    "progress": "INFO relay_review.progress: waiting for ",
 }
 
 
@@ -154,6 +155,7 @@ def test_info_lines_are_the_ones_the_readme_names() -> None:
     assert len(kinds["probe"]) == len(answered) < result["probes_sent"]  # abandoned: no line
     assert len(kinds["attempt"]) == len(result["attempts"]) == 1
     assert len(kinds["usage"]) == 1
+    assert "gets a progress line, then one at most every 10 s" in text
 
 
 # ----------------------------------------------------------------------------- memory keys

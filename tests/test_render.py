@@ -112,9 +112,12 @@ def test_comment_has_decision_findings_table_and_served_route():
     assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | ready | SERVED |" in body
     # the found column names the fault (the probe's detail, escaped)
     assert (
-        "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 | "
-        "timeout in first\\_byte - no byte within 10s \\(no headers\\) |  |" in body
+        "| 2 | a | m1 | free+zdr | timeout | - | - | 10.00 | stalled: no byte in 10 s "
+        "\\(timeout in first\\_byte - no byte within 10s \\(no headers\\)\\) |  |" in body
     )
+    # the route summary stands above the table, which is folded for a complete review
+    assert "Served by `b/m2` after 2 probes; 1 of 2 routes failed — stalled." in body
+    assert "<details><summary>Routes: selection and readiness</summary>" in body
     assert "Files not reviewed (1 of 2)" in body and "binary" in body
     assert "Unverified findings (1)" in body
     assert "octo/policy@0123456789ab (resolved from main)" in body
@@ -125,8 +128,10 @@ def test_unavailable_comment_still_shows_every_route():
         report(decision="unavailable", findings=[], served_by=None, why="deadline passed")
     )
     assert "⚠️ Review unavailable" in body and "deadline passed" in body
-    assert "No route served." in body
+    assert "No route served after 2 probes;" in body
+    assert "<details open><summary>Routes: selection and readiness</summary>" in body
     assert body.count("| free") == 2
+    assert body.rstrip().split("\n")[-3].startswith("- Comment `/relay-review`")
 
 
 def test_comment_fits_the_limit_and_says_what_was_shortened():

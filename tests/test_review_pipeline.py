@@ -252,7 +252,7 @@ def test_drill_cli_prints_the_comment():
     )
     assert proc.returncode == 0, proc.stderr
     assert "## relay-review: 🔴 Changes requested" in proc.stdout
-    assert "### Routes: selection and readiness" in proc.stdout
+    assert "<summary>Routes: selection and readiness</summary>" in proc.stdout
     assert "SERVED" in proc.stdout and "app/export.py:15" in proc.stdout
 
 

@@ -11,6 +11,7 @@ examples carry no usable patch, and its policy example is not a policy of this p
 
 from __future__ import annotations
 
+import hashlib
 import json
 from collections.abc import Iterator
 from pathlib import Path
@@ -66,7 +67,9 @@ def test_review_posts_one_sticky_comment(
     assert len(github_mock.calls("POST", f"/repos/{REPO}/issues/{NUMBER}/comments$")) == 1
     assert body.startswith(MARKER + "\n")
     assert "Changes requested" in body  # computed from the verified high finding
-    assert f"https://github.com/{REPO}/blob/{SHA}/app/auth.py#L11" in body
+    # issue 26: the link goes to the line in the pull request's diff (GitHub's anchor)
+    anchor = hashlib.sha256(b"app/auth.py").hexdigest()
+    assert f"https://github.com/{REPO}/pull/{NUMBER}/files#diff-{anchor}R11" in body
     assert "Unverified findings (1)" in body and "SQL injection" in body
     assert "assets/logo.png" in body  # not reviewed, and said so
     assert "SERVED" in body and "acme/acme/reviewer" in body  # the readiness table
@@ -288,6 +291,7 @@ def test_inline_comments_survive_a_422(
     github_mock.prefer("POST", f"/pulls/{NUMBER}/comments$", "code=201", times=1)
     github_mock.prefer("POST", f"/pulls/{NUMBER}/comments$", "code=422", times=1)
     inputs = {"policy": policy_toml(fleet, "pair"), "inline-comments": "true", "fail-on": "high"}
+    inputs["inline-min-severity"] = "low"  # both findings go inline (the default floor: medium)
     run = run_action(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout  # medium + low: fail-on high does not trigger
     assert run.outputs["decision"] == "comment" and run.outputs["findings"] == "2"

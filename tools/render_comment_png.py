@@ -9,6 +9,7 @@ Chromium. Nothing is drawn by hand: regenerate with
     pip install cmarkgfm            # a tool dependency only, not the project's
     apt-get install chromium fonts-noto-color-emoji   # Debian's packages
     python tools/render_comment_png.py [--out docs/comment.png] [--html docs/comment.html]
+    python tools/render_comment_png.py --unavailable --height 650   # docs/comment-unavailable.png
 """
 
 from __future__ import annotations
@@ -47,15 +48,21 @@ sub { color: #59636e; }
 """
 
 
-def comment_markdown() -> str:
+#: The review drill with bounds too short for any route to answer: the unavailable comment.
+UNAVAILABLE_FLAGS = ("--deadline", "3", "--first-byte-timeout", "0.3", "--probe-timeout", "0.3")
+
+
+def comment_markdown(*flags: str) -> str:
     """The review drill's comment, as ``relay-review drill --format markdown`` prints it."""
     done = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
+        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown", *flags],
         capture_output=True,
         text=True,
-        check=True,
+        check=False,
         cwd=ROOT,
     )
+    if done.returncode not in (0, 1) or not done.stdout:  # 1: no verdict, the comment says so
+        raise SystemExit(f"the drill failed ({done.returncode}): {done.stderr[-2000:]}")
     return done.stdout
 
 
@@ -107,10 +114,17 @@ def main() -> int:
     parser.add_argument("--out", type=Path, default=ROOT / "docs" / "comment.png")
     parser.add_argument("--html", type=Path, help="also keep the HTML page here")
     parser.add_argument(
-        "--height", type=int, default=830, help="capture height in pixels (the comment fits)"
+        "--height", type=int, default=480, help="capture height in pixels (the comment fits)"
+    )
+    parser.add_argument(
+        "--unavailable",
+        action="store_true",
+        help="the comment of a run no route could serve (docs/comment-unavailable.png)",
     )
     args = parser.parse_args()
-    html = comment_html(comment_markdown())
+    if args.unavailable and args.out == ROOT / "docs" / "comment.png":
+        args.out = ROOT / "docs" / "comment-unavailable.png"
+    html = comment_html(comment_markdown(*(UNAVAILABLE_FLAGS if args.unavailable else ())))
     with tempfile.TemporaryDirectory() as tmp:
         page = Path(tmp) / "comment.html"
         page.write_text(html, encoding="utf-8")

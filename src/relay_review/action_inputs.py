@@ -61,6 +61,8 @@ POLICY_INPUTS: dict[str, str] = {
     "probe-budget": "preflight.probe_budget",
     "exclude": "review.exclude",
     "language": "review.language",
+    "inline-min-severity": "github.inline_min_severity",
+    "max-inline-comments": "github.max_inline",
 }
 #: The comment that asks for a review on ``issue_comment`` (input ``trigger``).
 DEFAULT_TRIGGER = "/relay-review"
@@ -87,6 +89,8 @@ class ActionInputs(BaseModel):
     probe_budget: int | None = None
     exclude: tuple[str, ...] | None = None
     language: str | None = None
+    inline_min_severity: str | None = None
+    max_inline_comments: int | None = None
     trigger: str = DEFAULT_TRIGGER
     review_drafts: bool = False
     author_associations: frozenset[str] = DEFAULT_ASSOCIATIONS
@@ -290,6 +294,11 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "probe-budget": ("probe_budget", _policy_key("probe-budget", _whole)),
     "exclude": ("exclude", _policy_key("exclude", _globs)),
     "language": ("language", _policy_key("language", _text)),
+    "inline-min-severity": (
+        "inline_min_severity",
+        _policy_key("inline-min-severity", _word),
+    ),
+    "max-inline-comments": ("max_inline_comments", _policy_key("max-inline-comments", _whole)),
     "review-drafts": ("review_drafts", _bool),
     "author-associations": ("author_associations", _associations),
     "fail-on": ("fail_on", _choice("never", "request_changes", "high")),

@@ -422,6 +422,9 @@ class ChunkReport(_Row):
     stopped: str = ""
     #: Served from memory: an earlier run's review of identical content (no model request).
     reused: bool = False
+    #: The reply's summary of this chunk, when believed (it verified a finding or had none
+    #: rejected); the comment's walkthrough when the model gave no per-file notes.
+    summary: str = ""
 
 
 class SelectedRoute(_Row):

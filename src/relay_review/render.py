@@ -232,11 +232,31 @@ def readiness_rows(
 FOUND_CHARS = 140
 
 
+#: A timeout's detail when nothing at all came back (:mod:`relay_review.providers.chat`).
+_NO_BYTE = ("no headers", "no body byte")
+
+
+def _stall(detail: str, elapsed: float | None) -> str | None:
+    """``stalled: no byte in 20 s`` for a timeout that got no byte back, else ``None``."""
+    if elapsed is None or not any(w in detail for w in _NO_BYTE):
+        return None
+    n = float(elapsed)
+    said = f"stalled: no byte in {n:.1f} s" if n < 10 else f"stalled: no byte in {n:.0f} s"
+    return f"{said} ({detail})"  # the detail still names the phase and the bound that struck
+
+
 def _found(probe: ProbeReport, failure: AttemptReport | None) -> str:
     if failure is not None:
-        text = "serving: " + (failure.detail or str(failure.outcome))
+        stall = (
+            _stall(failure.detail or "", failure.elapsed_s)
+            if failure.outcome == "timeout"
+            else None
+        )
+        text = "serving: " + (stall or failure.detail or str(failure.outcome))
     elif probe.status == "ready":
         text = "ready"
+    elif probe.status == "timeout":
+        text = _stall(probe.detail or "", probe.latency_s) or probe.detail or "timeout"
     else:
         text = probe.detail or "not probed"
     text = " ".join(text.split())
@@ -395,9 +415,17 @@ def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
     sha = ctx.get("base_sha") if f.side == "LEFT" else ctx.get("head_sha")
     if not (ctx.get("server_url") and ctx.get("repo") and sha):
         return label
+    import hashlib
     from urllib.parse import quote
 
-    url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
+    number = ctx.get("number")
+    if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+        # the line in the pull request's diff: GitHub anchors a file by its path's SHA-256
+        anchor = hashlib.sha256(str(f.path).encode("utf-8", "surrogatepass")).hexdigest()
+        side = "L" if f.side == "LEFT" else "R"
+        url = f"{ctx['server_url']}/{ctx['repo']}/pull/{number}/files#diff-{anchor}{side}{f.line}"
+    else:
+        url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
     return f"[{label}]({url})"
 
 
@@ -529,8 +557,9 @@ def _summary_md(summary: str) -> str:
     return "\n\n".join(md_text(line, 4000) for line in summary.splitlines() if line.strip())
 
 
-def _details(summary: str, body: str) -> str:
-    return f"<details><summary>{summary}</summary>\n\n{body}\n\n</details>"
+def _details(summary: str, body: str, *, opened: bool = False) -> str:
+    tag = "<details open>" if opened else "<details>"
+    return f"{tag}<summary>{summary}</summary>\n\n{body}\n\n</details>"
 
 
 #: Files named in the comment's opening "Partial review" note (the rest are in the files list).
@@ -563,9 +592,13 @@ def _head_section(report: RunReport) -> Section:
     head = f"## relay-review: {title}"
     if v.decision == Decision.UNAVAILABLE:
         why = v.why or "no route produced a valid verdict before the deadline"
-        summary = f"No verdict: {md_text(why)}. Every route's fate is in the table below."
+        summary = (
+            f"No verdict: {md_text(why)}. What each route ran into is below, then what to do next."
+        )
         return ("head", f"{head}\n\n{summary}", f"{head}\n\n{summary}")
     raw = v.summary
+    if not raw.strip() and v.unverified and not v.findings:
+        raw = "No summary: every finding of the reply cited lines not in the diff; not believed."
     summary = _summary_md(raw)
     # the short form is cut before escaping, so never inside an escape
     short = _summary_md(raw if len(raw) <= 2000 else raw[:1999] + "…")
@@ -575,18 +608,59 @@ def _head_section(report: RunReport) -> Section:
     return ("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")
 
 
+def _findings_body(
+    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
+) -> str:
+    """Medium and high findings listed; low ones folded under them (noise control)."""
+    main = [f for f in findings if str(f.severity).lower() != "low"]
+    low = [f for f in findings if str(f.severity).lower() == "low"]
+    parts = [_findings_md(main, ctx, suggestions=suggestions)] if main else []
+    if low:
+        title = f"Low-severity findings ({len(low)})"
+        parts.append(_details(title, _findings_md(low, ctx, suggestions=suggestions)))
+    return "\n\n".join(parts)
+
+
+def _inline_note(report: RunReport) -> str:
+    """Which findings are in this comment only (issue 26's noise controls), or ``""``."""
+    raw = (report.model_extra or {}).get("inline")
+    if not isinstance(raw, Mapping):
+        return ""
+
+    def n(key: str) -> int:
+        value = raw.get(key)
+        return value if isinstance(value, int) and not isinstance(value, bool) else 0
+
+    held = []
+    if n("below_floor"):
+        floor = md_text(raw.get("min_severity"), 10)
+        held.append(f"{n('below_floor')} below the severity floor ({floor})")
+    if n("over_cap"):
+        held.append(f"{n('over_cap')} over the cap of {n('max_inline')} a run")
+    if not held:
+        return ""
+    return (
+        f"\n\n_{plural(n('inline'), 'finding')} posted as line comments; "
+        f"{' and '.join(held)} are in this comment only._"
+    )
+
+
 def _findings_section(report: RunReport) -> Section | None:
     findings = report.verdict.findings
-    ctx = report.context or {}
+    ctx = {**(report.context or {})}
+    number = (report.pull_request or {}).get("number")
+    if number is not None:
+        ctx.setdefault("number", number)
     if not findings:
         if report.decision == Decision.UNAVAILABLE:
             return None
         return ("findings", "No verified findings.", "No verified findings.")
     title = f"### Findings ({len(findings)} verified)"
-    full = f"{title}\n\n{_findings_md(findings, ctx)}"
+    note = _inline_note(report)
+    full = f"{title}\n\n{_findings_body(findings, ctx)}{note}"
     if len(findings) <= SHORT_FINDINGS:
         if any(f.suggestion is not None for f in findings):
-            brief = f"{title}\n\n{_findings_md(findings, ctx, suggestions=False)}"
+            brief = f"{title}\n\n{_findings_body(findings, ctx, suggestions=False)}{note}"
             return ("findings", full, brief + "\n\n_Suggestions are in the JSON report._")
         return ("findings", full, full)
     short = (
@@ -594,6 +668,37 @@ def _findings_section(report: RunReport) -> Section | None:
         f"_{len(findings) - SHORT_FINDINGS} more findings are in the JSON report._"
     )
     return ("findings", full, short)
+
+
+#: Longest file note (or part summary) shown in the walkthrough (characters).
+NOTE_SHOW_CHARS = 300
+#: Files named for one part of a review in several parts.
+PART_FILES = 4
+
+
+def _walkthrough_section(report: RunReport) -> Section | None:
+    """A short walkthrough: the model's note per file when the replies gave them (``note`` on a
+    file), else -- for a review in several parts -- each believed part summary under the files
+    it covers (never a "Part k/9" naming no file); nothing for one part (the summary says it)."""
+    noted = [(f.path, str(getattr(f, "note", "") or "")) for f in report.files]
+    noted = [(path, note) for path, note in noted if note.strip()]
+    if noted:
+        rows = [f"- {md_code(path)}: {md_text(note, NOTE_SHOW_CHARS)}" for path, note in noted]
+        title = f"Walkthrough ({len(noted)} of {plural(len(report.files), 'file')})"
+    else:
+        parts = [c for c in report.chunks if str(getattr(c, "summary", "") or "").strip()]
+        parts = [c for c in parts if c.summary != report.verdict.summary]
+        if not parts:
+            return None
+        rows = []
+        for c in parts:
+            names = ", ".join(md_code(p) for p in c.paths[:PART_FILES])
+            if len(c.paths) > PART_FILES:
+                names += f" and {len(c.paths) - PART_FILES} more"
+            rows.append(f"- {names or '_(no file)_'}: {md_text(c.summary, NOTE_SHOW_CHARS)}")
+        title = f"Walkthrough ({plural(len(parts), 'more part')})"
+    body = "\n".join(rows)
+    return ("walkthrough", f"**{title}**\n\n{body}", f"_{len(rows)} walkthrough lines omitted._")
 
 
 def _unverified_line(u: UnverifiedFinding) -> str:
@@ -614,20 +719,6 @@ def _unverified_section(report: RunReport) -> Section | None:
         _details(title, body),
         f"_{len(unverified)} unverified findings omitted._",
     )
-
-
-#: Longest file note shown in the walkthrough (characters).
-NOTE_SHOW_CHARS = 300
-
-
-def _walkthrough_section(report: RunReport) -> Section | None:
-    """The model's note per reviewed file (issue 22); none given: the summary stands alone."""
-    noted = [f for f in report.files if f.note]
-    if not noted:
-        return None
-    body = "\n".join(f"- {md_code(f.path)}: {md_text(f.note, NOTE_SHOW_CHARS)}" for f in noted)
-    title = f"Walkthrough ({len(noted)} of {len(report.files)} files)"
-    return ("walkthrough", _details(title, body), f"_{len(noted)} file notes omitted._")
 
 
 def _files_section(report: RunReport) -> Section | None:
@@ -655,34 +746,121 @@ def _reused_section(report: RunReport) -> Section | None:
     return ("reused", _details(title, body), f"_{len(reused)} files reused from an earlier run._")
 
 
-def _readiness_section(report: RunReport) -> Section:
-    """Every catalog route's preflight result and fault, and which routes served."""
+def _servers(report: RunReport) -> list[RouteRef]:
     chunk_servers = [c.served_by for c in report.chunks if c.served_by and not c.reused]
-    servers = chunk_servers or ([report.served_by] if report.served_by else [])
+    return chunk_servers or ([report.served_by] if report.served_by else [])
+
+
+def _fault_word(probe: ProbeReport, failure: AttemptReport | None) -> str | None:
+    """A route's fault in one word for the route summary (``stalled``, ``429``, ``no key``),
+    or ``None`` when it did not fail (ready, or never tried)."""
+    if failure is not None:
+        if failure.outcome == "timeout":
+            return "stalled"
+        return str(failure.http_status) if failure.http_status else str(failure.outcome)
+    status = probe.column
+    if status in ("timeout", "abandoned"):
+        return "stalled"
+    if status in ("rejected", "deferred"):
+        if probe.http_status:
+            return str(probe.http_status)
+        detail = probe.detail or ""
+        return "no key" if detail.startswith("missing key") else detail.split(" ", 1)[0] or status
+    return None
+
+
+def route_summary(report: RunReport) -> str:
+    """One line: who served, after how many probes, how many routes failed and how (``Served by
+    `x` after 2 probes; 3 of 6 routes failed: stalled, 429, 404.``)."""
+    servers = _servers(report)
+    names = sorted({s.agent_id for s in servers})
+    served = _served_ids(servers)
+    failures = {a.agent_id: a for a in report.attempts if a.outcome != "ok"}
+    by_id = {r.agent_id: r for r in report.readiness}
+    words: dict[str, int] = {}
+    routes = report.catalog.selected
+    for c in routes:
+        if c.agent_id in served:
+            continue
+        probe = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
+        word = _fault_word(probe, failures.get(c.agent_id))
+        if word:
+            words[word] = words.get(word, 0) + 1
+    head = "Served by " + ", ".join(md_code(n) for n in names) if names else "No route served"
+    if report.probes_sent:
+        head += f" after {plural(report.probes_sent, 'probe')}"
+    failed = sum(words.values())
+    if not routes:
+        return head + "; no route was selected."
+    if not failed:
+        return head + f"; {plural(len(routes), 'route')} selected, none failed."
+    how = ", ".join(md_text(w, 40) + (f" ×{k}" if k > 1 else "") for w, k in words.items())
+    return head + f"; {failed} of {plural(len(routes), 'route')} failed — {how}."
+
+
+def _readiness_section(report: RunReport) -> Section:
+    """The one-line route summary, with every catalog route's preflight result and fault
+    folded under it (open when the review is unavailable or partial: then it is the story)."""
+    servers = _servers(report)
     rows = [
         [_md_cell(c) for c in row]
         for row in readiness_rows(
             report.catalog.selected, report.readiness, servers, report.attempts
         )
     ]
-    names = sorted({s.agent_id for s in servers})
-    served_line = (
-        "Served by " + ", ".join(md_code(n) for n in names) + "." if names else "No route served."
-    )
+    line = route_summary(report)
     heads = reused_heads(report)
     if heads is not None:
-        served_line = no_model_line(heads, md_code)
-    title = "### Routes: selection and readiness"
+        line = no_model_line(heads, md_code)
     table = md_table(READINESS_HEADER, rows) if rows else "No routes were selected."
-    full = f"{title}\n\n{table}\n\n{served_line}"
+    opened = report.decision == Decision.UNAVAILABLE or bool(report.verdict.partial)
+    title = "Routes: selection and readiness"
+    full = f"{line}\n\n{_details(title, table, opened=opened)}"
     keep = [r for r in rows if r[-1]] + [r for r in rows if not r[-1]][:SHORT_ROUTES]
     if len(keep) == len(rows):
         return ("readiness", full, full)
-    short = (
-        f"{title}\n\n{md_table(READINESS_HEADER, keep)}\n\n"
-        f"{served_line} _{len(rows) - len(keep)} rows omitted._"
+    shown = md_table(READINESS_HEADER, keep) + f"\n\n_{len(rows) - len(keep)} rows omitted._"
+    return ("readiness", full, f"{line}\n\n{_details(title, shown, opened=opened)}")
+
+
+def _next_steps(report: RunReport) -> Section | None:
+    """What to do next when no verdict came: when a route's wait frees, which key to add, how
+    to run again."""
+    if report.decision != Decision.UNAVAILABLE:
+        return None
+    steps: list[str] = []
+    waits = [p for p in report.readiness if p.retry_after is not None or p.reset_at]
+    if waits:
+        soon = min(waits, key=lambda p: p.retry_after if p.retry_after is not None else 1e18)
+        when = (
+            f"at {md_code(soon.reset_at, 40)}"
+            if soon.reset_at
+            else f"about {float(soon.retry_after or 0):.0f} s after the run"
+        )
+        steps.append(f"{md_code(soon.agent_id)} asked to wait: it frees {when}; run again then.")
+    keys = sorted(
+        {
+            (p.detail or "")[len("missing key ") :]
+            for p in report.readiness
+            if (p.detail or "").startswith("missing key ")
+        }
     )
-    return ("readiness", full, short)
+    if keys:
+        steps.append(
+            "Add a key: set the secret "
+            + ", ".join(md_code(k, 80) for k in keys)
+            + " in the workflow's environment (routes with no key were never tried)."
+        )
+    bad = sorted({p.account for p in report.readiness if p.http_status in (401, 403) and p.account})
+    if bad:
+        steps.append(
+            "Check the key of " + ", ".join(md_code(a, 80) for a in bad) + " (HTTP 401/403)."
+        )
+    if "deadline" in str(report.verdict.stopped):
+        steps.append("The run reached its deadline: a larger `deadline` input gives routes longer.")
+    steps.append("Comment `/relay-review` on this pull request to review it again.")
+    body = "**What to do next**\n\n" + "\n".join(f"- {step}" for step in steps)
+    return ("next", body, body)
 
 
 def reused_heads(report: RunReport) -> list[str] | None:
@@ -753,6 +931,7 @@ def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
         _reused_section(report),
         _readiness_section(report),
         _attempts_section(report),
+        _next_steps(report),
         _footer_section(report),
     )
     return [p for p in parts if p is not None]
@@ -836,7 +1015,9 @@ def _hard_cut(text: str, limit: int, marker: str) -> str:
             kept = marker + "\n"
         lines = kept.split("\n")
         # ours only: _details() starts a line with <details> and ends with a </details> line
-        unclosed = sum(ln.startswith("<details>") for ln in lines) - lines.count("</details>")
+        unclosed = sum(
+            ln.startswith(("<details>", "<details open>")) for ln in lines
+        ) - lines.count("</details>")
         fence = _open_fence(lines)
         cut = kept.rstrip("\n") + (f"\n{fence}" if fence else "")
         cut += _CLOSE_DETAILS * unclosed + _CUT_NOTE

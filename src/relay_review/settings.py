@@ -261,6 +261,19 @@ class GitHubPolicy(_Section):
         ge=0,
         le=100,
     )
+    #: Noise controls (issue 26): which verified findings become inline comments; every one is
+    #: in the sticky comment all the same.
+    inline_min_severity: Literal["low", "medium", "high"] = _opt(
+        "medium",
+        "low, medium or high (the lowest severity posted as an inline comment)",
+    )
+    max_inline: int = _opt(
+        10,
+        "a whole number from 0 to 100 (most inline comments one run posts; the rest stay in "
+        "the sticky comment)",
+        ge=0,
+        le=100,
+    )
 
 
 class MemoryPolicy(_Section):

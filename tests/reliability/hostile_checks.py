@@ -258,7 +258,15 @@ _STATE_LINE = re.compile(r"\n<!-- relay-review:state v\d+ [A-Za-z0-9+/=]* -->\n?
 _FINDING_LINE = re.compile(
     r"\n\n<!-- relay-review:finding f1-[0-9a-f]{20} [0-9a-f]{20}:\d{1,3} [0-9a-f]{7,40} -->\Z"
 )
-ALLOWED_TAGS = ("<details>", "<summary>", "</summary>", "</details>", "<sub>", "</sub>")
+ALLOWED_TAGS = (
+    "<details>",
+    "<details open>",  # the routes table of an unavailable or partial review (issue 26)
+    "<summary>",
+    "</summary>",
+    "</details>",
+    "<sub>",
+    "</sub>",
+)
 ZWSP = "\u200b"
 
 
@@ -365,7 +373,7 @@ def markdown_problems(body: str, marker: str | None = MARKER) -> list[str]:
                 tag = next((t for t in ALLOWED_TAGS if part.startswith(t, m.start())), None)
                 if tag is None:
                     problems.append(f"raw markup outside code at line {number}: {line[:200]!r}")
-                elif tag == "<details>":
+                elif tag in ("<details>", "<details open>"):
                     depth += 1
                 elif tag == "</details>":
                     depth -= 1

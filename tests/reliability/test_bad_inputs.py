@@ -63,6 +63,8 @@ CASES: list[tuple[str, str, str]] = [
     ("on-unavailable", "retry", "input `on-unavailable`: 'retry' is not allowed; use fail"),
     ("inline-comments", "2", "input `inline-comments`: '2' is not allowed; use true or false"),
     ("comment-author", "@evil", "input `comment-author`: '@evil' is not allowed"),
+    ("inline-min-severity", "critical", "input `inline-min-severity`: 'critical' is not allowed"),
+    ("max-inline-comments", "-1", "input `max-inline-comments`: '-1' is not a whole number"),
     ("language", "en; rm -rf ~", "input `language`: 'en; rm -rf ~' is not allowed; use a"),
     ("language", "x" * 41, "input `language`: 'xxxxxxxx"),
     ("trigger", "relay-review", "input `trigger`: 'relay-review' is not allowed; use a slash"),

@@ -366,7 +366,7 @@ def test_fault_alone_posts_unavailable_naming_it(
     run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet)}, files=FILES)
     assert run.code == 1, run.stdout  # on-unavailable: fail
     body = only_body(github_mock)
-    assert "Review unavailable" in body and "No route served." in body
+    assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
     assert run.outputs["decision"] == "unavailable" and run.outputs["served-by"] == ""
@@ -432,7 +432,7 @@ def test_every_route_dead_gives_a_bounded_failure_comment(
     run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
     assert run.code == 1, run.stdout
     body = only_body(github_mock)
-    assert "Review unavailable" in body and "No route served." in body
+    assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
     for fault in FAULTS:

@@ -282,7 +282,9 @@ def test_inline_422_leaves_the_sticky_comment_complete(
 ) -> None:
     github_mock.prefer("POST", f"/pulls/{NUMBER}/reviews$", "code=422")  # the batch refused
     github_mock.prefer("POST", f"/pulls/{NUMBER}/comments$", "code=422", times=None)
-    run = run_action(tmp_path, github_mock, _inputs(fleet, "pair", **{"inline-comments": "true"}))
+    # both findings inline (one is low: below the default floor, medium)
+    inputs = _inputs(fleet, "pair", **{"inline-comments": "true", "inline-min-severity": "low"})
+    run = run_action(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout
     assert run.report is not None
     review = run.report["github"]["review"]
@@ -293,7 +295,7 @@ def test_inline_422_leaves_the_sticky_comment_complete(
     # every verified finding is in the sticky comment, with its location
     for finding in run.report["findings"]:
         assert finding["message"] in body
-        assert f"app/auth.py#L{finding['line']}" in body
+        assert f"R{finding['line']})" in body  # the link to its line in the diff
     assert len(run.report["findings"]) == 2 and run.outputs["findings"] == "2"
 
 

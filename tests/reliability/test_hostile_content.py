@@ -225,6 +225,7 @@ def test_hostile_pr_text_is_inert_in_log_comment_and_line_comments(
     tmp_path: Path, github_mock: MockGitHub, gull: FaultFleet
 ) -> None:
     inputs = {"policy": policy_toml(gull, "gull"), "inline-comments": "true"}
+    inputs["inline-min-severity"] = "low"  # every verified finding inline, low ones too
     run = run_action(
         tmp_path, github_mock, inputs, payload=hostile_payload(), files=hostile_files()
     )

@@ -104,6 +104,7 @@ def test_hostile_reply_is_escaped_capped_and_only_real_lines_count(
     tmp_path: Path, github_mock: MockGitHub, liar: FaultFleet
 ) -> None:
     inputs = {"policy": policy_toml(liar, "liar"), "inline-comments": "true"}
+    inputs["inline-min-severity"] = "low"  # every verified finding inline, low ones too
     run = run_action(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout[-3000:] + run.stderr[-3000:]
     report = run.report

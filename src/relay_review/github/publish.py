@@ -40,6 +40,7 @@ from relay_review.github.threads import plan as plan_lifecycle
 from relay_review.models import Decision, NotPosted, ReviewStatus, RunReport
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
+from relay_review.review.noise import Noise, inline_plan
 from relay_review.state.memory import FindingMemo, Memory
 
 log = logging.getLogger("relay_review.publish")
@@ -111,13 +112,16 @@ def publish(
     budget: WaitBudget | None = None,
     state_line: str | None = None,
     lifecycle: Lifecycle | None = None,
+    noise: Noise | None = None,
 ) -> Published:
     """Post the sticky comment (and line comments) unless the head moved; never raises for
     GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
     GitHub rate limit may make us wait before the one retry. ``state_line``: the memory
     payload (a hidden line, the ``comment`` state store) put at the end of the comment.
     ``lifecycle``: carry findings across pushes (post each once, close our fixed threads,
-    honour dismissals); the report's findings then say their state, and memory keeps it."""
+    honour dismissals); the report's findings then say their state, and memory keeps it.
+    ``noise``: the severity floor and cap of inline comments (:mod:`relay_review.review.noise`;
+    default ``medium`` and 10): the rest stay in the sticky comment only."""
     published = Published()
     if _head_moved(repo, event, secrets, published):
         return published
@@ -131,6 +135,14 @@ def publish(
     # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
     # after (the rendered text as a whole).
     clean = secrets.redact_data(report.to_json())
+    findings = clean.get("findings") or []
+    noise = noise or Noise()
+    # which findings go inline (new ones with the lifecycle, each once), before rendering: the
+    # sticky comment says which stay there only
+    candidates = list(range(len(findings))) if story is None else list(story.plan.post)
+    inline = inline_plan([findings[i] for i in candidates], noise)
+    if inputs.inline_comments:
+        clean["inline"] = inline.to_json(noise)
     # room for the head line that upsert_sticky puts under the marker
     limit = MAX_BODY_CHARS - HEAD_LINE_CHARS - (len(state_line) + 1 if state_line else 0)
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
@@ -138,9 +150,8 @@ def publish(
         body = body.rstrip("\n") + "\n" + state_line + "\n"
     if not _post_sticky(repo, event, author, body, secrets, budget, published):
         return published
-    findings = clean.get("findings") or []
     if inputs.inline_comments:
-        chosen = findings if story is None else [findings[i] for i in story.plan.post]
+        chosen = [findings[candidates[j]] for j in inline.post]
         single = lifecycle.single_comments if lifecycle else DEFAULT_MAX_SINGLE
         deadline = lifecycle.deadline if lifecycle else None
         if chosen:
@@ -150,8 +161,12 @@ def publish(
         if story is not None:
             published.review = {
                 **(published.review or {"mode": "none", "posted": 0}),
-                **_threads_json(gh, story, deadline, secrets, len(findings) - len(chosen)),
+                **_threads_json(gh, story, deadline, secrets, len(findings) - len(candidates)),
             }
+        published.review = {
+            **(published.review or {"mode": "none", "posted": 0}),
+            "noise": inline.to_json(noise),
+        }
     return published
 
 
@@ -416,6 +431,9 @@ def summary_markdown(report: Mapping[str, Any], published: Published) -> str:
     elif published.comment_url:
         note = f"Posted as {md_code(published.comment_url)}.\n\n"
     limit = actions.SUMMARY_LIMIT_BYTES - 4096
+    noise = (published.review or {}).get("noise")
+    if isinstance(noise, Mapping) and "inline" not in report:  # as the sticky comment says it
+        report = {**report, "inline": noise}
     return note + comment_markdown(report, limit=limit)
 
 

@@ -49,6 +49,7 @@ from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.render import catalog_table
 from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
 from relay_review.review.diff import DiffIndex
+from relay_review.review.noise import Noise
 from relay_review.review.prompt import Instructions
 from relay_review.routing.catalog import (
     CatalogInputError,
@@ -167,6 +168,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             budget,
             state_line=store.line(),
             lifecycle=lifecycle,
+            noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
     report.github = published.to_json()
     report.run_elapsed_s = round(time.monotonic() - started, 3)

@@ -45,6 +45,7 @@ from relay_review.review.chunks import (
 from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex, Side
 from relay_review.review.fingerprint import finding_fingerprint
+from relay_review.review.noise import unique
 from relay_review.review.prompt import (
     RESPONSE_FORMS,
     Instructions,
@@ -299,7 +300,8 @@ class Collected:
     chunks: list[ChunkReport] = field(default_factory=list)
     verified: list[list[Finding]] = field(default_factory=list)
     unverified: list[UnverifiedFinding] = field(default_factory=list)
-    summaries: list[str] = field(default_factory=list)
+    #: (verified findings, summary) of each chunk whose summary is believed.
+    summaries: list[tuple[int, str]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
     #: Findings on shown changed lines that could not be verified.
     dropped: int = 0
@@ -351,9 +353,11 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
             for f, why in verdict.unverified
         ]
         out.dropped += sum(1 for f, _ in verdict.unverified if points_at_shown_code(f, chunk.index))
-        if verdict.summary:
-            prefix = f"Part {chunk.number}/{chunk.total}: " if chunk.total > 1 else ""
-            out.summaries.append(prefix + verdict.summary)
+        # a summary is believed only from a reply that verified a finding or had none rejected
+        # (a liar's "critical problems everywhere" over rejected findings says nothing)
+        if verdict.summary and (verdict.verified or not verdict.unverified):
+            out.chunks[-1].summary = verdict.summary
+            out.summaries.append((len(verdict.verified), verdict.summary))
     return out
 
 
@@ -368,8 +372,11 @@ def conclude(
     """The verdict over every chunk: unavailable when none served; else the decision over the
     verified findings, never ``approve`` for a partial review (files left out or beyond GitHub's
     listing, or findings on shown lines that could not be verified)."""
+    # one summary for the whole review: the believed one of the chunk with most verified
+    # findings (the first of equals); every chunk's is in its report (the comment's walkthrough)
+    best = max(got.summaries, key=lambda s: s[0], default=(0, ""))
     verdict = Verdict(
-        summary="\n".join(got.summaries),
+        summary=best[1],
         findings=[ReportFinding(**f.model_dump()) for f in findings],
         unverified=got.unverified,
     )
@@ -670,7 +677,7 @@ async def review(
         unlisted_files=unlisted_files,
         allow_approve=r.allow_approve,
     )
-    report.verdict.findings = with_fingerprints(report.verdict.findings, index)
+    report.verdict.findings = unique(with_fingerprints(report.verdict.findings, index))
     return report
 
 
@@ -807,11 +814,9 @@ def add_reused(
         got.verified.append([f for _, f in sorted(ranked, key=lambda nf: nf[0])])
         if head is None or head.group or not head.summary:
             continue
-        if fresh:
-            prefix = f"Reused from {memo.head[:12] or 'an earlier run'}: "
-        else:
-            prefix = f"Part {head.part}/{head.parts}: " if head.parts > 1 else ""
-        got.summaries.append(prefix + head.summary)
+        prefix = f"Reused from {memo.head[:12] or 'an earlier run'}: " if fresh else ""
+        got.chunks[-1].summary = head.summary
+        got.summaries.append((len(ranked), prefix + head.summary))
 
 
 def mark_reused(files: dict[str, FileReport], reused: Mapping[str, ReusedUnit]) -> None:

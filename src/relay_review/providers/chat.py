@@ -79,6 +79,7 @@ from httpx_sse import EventSource
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
+from relay_review.routing import progress
 
 __all__ = [
     "DOCUMENTED_RESPONSE_FORMS",
@@ -380,6 +381,7 @@ class _Call:
     def token_arrived(self) -> None:
         """The first content or reasoning delta (or a reply that is not a stream): the
         first_token bound is met."""
+        progress.phase(progress.REST)
         timer, self.token_timer = self.token_timer, None
         if timer is not None and not timer.expired():
             timer.reschedule(None)
@@ -390,6 +392,7 @@ class _Call:
             return
         if self.first_byte_at is None:
             self.first_byte_at = time.monotonic()
+            progress.phase(progress.FIRST_TOKEN)
         self.bytes_seen += size
         self._arm(Phase.IDLE)
 

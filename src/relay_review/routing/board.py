@@ -31,6 +31,7 @@ from relay_review.models import (
     Readiness,
 )
 from relay_review.providers.kinds import is_gateway
+from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 
 if TYPE_CHECKING:
@@ -132,7 +133,10 @@ async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
             refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
             if refused is not None:
                 return refused
-        outcome = await run.chat(run.client, **request)
+        with progress.tracking(
+            entry.agent_id, request.get("deadlines"), deadline_at=run.deadline_at, clock=run.clock
+        ):
+            outcome = await run.chat(run.client, **request)
     except Exception as exc:  # both return outcomes; a bug below fails this route only
         log.warning("request on %s failed: %s", entry.agent_id, type(exc).__name__)
         return Outcome(kind=OutcomeKind.BAD_REPLY, detail=f"request failed: {type(exc).__name__}")

@@ -63,6 +63,7 @@ from relay_review.models import (
     ServedBy,
 )
 from relay_review.providers.kinds import stream_usage
+from relay_review.routing import progress
 from relay_review.routing.board import (
     MIN_HOLD_S,
     RouteBoard,
@@ -206,7 +207,9 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             continue
         if wait > 0:
             log.info("waiting %.1fs for deferred route %s (retry-after)", wait, entry.agent_id)
-            await run.sleep(min(wait, run.deadline_at - now))
+            pause = min(wait, run.deadline_at - now)
+            with progress.pausing(entry.agent_id, "the retry-after", pause, clock=run.clock):
+                await run.sleep(pause)
             continue
         key = api_key_for(entry, run.environ)
         if key is None:

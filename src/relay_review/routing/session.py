@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
-from relay_review.routing import failover
+from relay_review.routing import failover, progress
 from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.failover import Accept, Downgrade, ExtraBody, ServeRequest, ServeResult
@@ -188,7 +188,8 @@ class RoutingSession:
                 self.board.set(
                     agent_id,
                     status=Readiness.ABANDONED,
-                    detail="probe sent, abandoned when the run finished",
+                    detail=progress.stall_detail(agent_id)
+                    or "probe sent, abandoned when the run finished",
                 )
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
