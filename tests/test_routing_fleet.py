@@ -38,7 +38,7 @@ def fast_policy(**serving) -> Policy:
     bounds = {"connect": 0.5, "first_byte": 1.0, "idle": 1.0, "attempt": 3.0, "deadline": 6.0}
     bounds.update(serving)
     return Policy(
-        preflight=PreflightPolicy(probe_budget=6, probe_timeout=0.8),
+        preflight=PreflightPolicy(probe_budget=6, probe_timeout=0.8, mode="eager"),
         serving=ServingPolicy(**bounds),
     )
 
@@ -196,7 +196,8 @@ def test_drill_cli_prints_table_timeline_and_ratio():
     assert proc.returncode == 0, proc.stderr
     assert "SERVED" in proc.stdout and "abandoned" in proc.stdout
     assert "time to reply" in proc.stdout and "ratio" in proc.stdout
-    assert "probes sent 6 (at most 16 output tokens each" in proc.stdout
+    # hedged: the first route got the request unprobed; the eleven others were probed
+    assert "probes sent 11 (at most 16 output tokens each" in proc.stdout
 
 
 def test_all_stalled_drill_with_deadline_20_exits_1_within_the_deadline():
@@ -266,7 +267,7 @@ async def test_preflight_classifies_every_outcome_kind_within_the_probe_bound():
         ).selected
         session = RoutingSession(
             entries,
-            preflight=PreflightPolicy(probe_budget=50, probe_timeout=1.0),
+            preflight=PreflightPolicy(probe_budget=50, probe_timeout=1.0, mode="eager"),
             serving=ServingPolicy(deadline=30),
             environ={"K": "k"},
         )
@@ -308,7 +309,8 @@ async def test_auth_and_payment_failures_reject_the_whole_account_over_sockets()
         entries = build_catalog(parse_discovery({"routes": raws})).selected
         session = RoutingSession(
             entries,
-            preflight=PreflightPolicy(probe_budget=2, probe_timeout=1.0),  # probes x/401, y/402
+            # eager: probes x/401, y/402
+            preflight=PreflightPolicy(probe_budget=2, probe_timeout=1.0, mode="eager"),
             serving=ServingPolicy(deadline=10),
             environ={"K": "k"},
         )

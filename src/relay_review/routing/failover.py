@@ -36,12 +36,23 @@ budget refused (not    route held until the account's window frees
 sent)                  (not picked before; one note in the attempt
                        log per window), next route; never waited
                        for past the deadline
+another route found    (a request on a route not known to answer, no
+ready first            first byte yet) cancelled: route out, the
+                       attempt logged ``cancelled``, the ready route
+                       takes the request over
 deadline passed        stop, no reply
 =====================  =============================================
+
+Hedged preflight leans on the last row: the best-ranked route gets the real request unprobed
+(its own probe), probes go out only when it has no first byte within the hedge delay
+(:func:`~relay_review.routing.preflight.run_preflight`), and the first route a probe finds
+ready takes over here, in this loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -67,6 +78,7 @@ from relay_review.routing.board import (
     outcome_detail,
     send,
 )
+from relay_review.routing.preflight import PROBE_TABLE
 
 log = logging.getLogger("relay_review.failover")
 
@@ -132,8 +144,10 @@ def next_route(
     route is busy, another request waits for it rather than trying unprobed or deferred ones.
     """
     entries = board.available()  # catalog order = priority order
+    # a request waiting on a route not known to answer takes the next ready route over first
+    takeover = any(board.awaits_takeover(a) for a in board.busy)
     for e in entries:
-        if board.good(e.agent_id, now):
+        if board.good(e.agent_id, now) and not (takeover and board.confirmed(e.agent_id)):
             return e, 0.0
     in_use = board.busy - board.out
     if not board.finished or any(board.good(a) for a in in_use):
@@ -202,7 +216,14 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             continue
         board.busy.add(entry.agent_id)
         try:
-            accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
+            if board.confirmed(entry.agent_id):
+                accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
+            else:
+                taken = await attempt_or_takeover(board, entry, key, run, request)
+                if isinstance(taken, Attempt):  # another route was found ready first
+                    result.attempts.append(taken)
+                    continue
+                accepted, outcome, attempt, value = taken
         finally:
             board.busy.discard(entry.agent_id)
             board.touch()
@@ -223,6 +244,9 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
         result.attempts.append(attempt)
         board.note(entry.agent_id, outcome)
         if accepted:
+            probe = board.probes[entry.agent_id]
+            if probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail:
+                board.set(entry.agent_id, detail="served without a probe")
             board.proven.add(entry.agent_id)
             result.reply = outcome.content
             result.value = value
@@ -232,10 +256,96 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             result.stopped = "served"
             break
         board.out.add(entry.agent_id)
+        probe = board.probes[entry.agent_id]
+        if entry.agent_id in board.first_up and probe.status is Readiness.UNPROBED:
+            # served first, its real request was its probe: the table says what it found
+            board.set(
+                entry.agent_id,
+                status=PROBE_TABLE[OutcomeKind(attempt.outcome)],
+                http_status=outcome.http_status,
+                detail=f"sent unprobed: {attempt.detail or attempt.outcome}",
+            )
         await account_consequences(board, run, entry, outcome, condemn=board.take_out_account)
     if result.stopped == "deadline":
         _mark_never_tried(board)
     return result
+
+
+async def attempt_or_takeover(
+    board: RouteBoard, entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest
+) -> tuple[bool, Outcome, Attempt, Any] | Attempt:
+    """:func:`attempt_on` on a route not known to answer (its request is its probe), cancelled
+    if another route is found ready before this one produces its first byte: then the
+    ``cancelled`` attempt (the route is out for the run). Otherwise what :func:`attempt_on`
+    returns."""
+    agent = entry.agent_id
+    started = run.clock()
+    board.sending[agent] = started
+    board.touch()
+    task = asyncio.ensure_future(
+        attempt_on(entry, key, run, request, on_first_byte=lambda: board.first_byte(agent))
+    )
+    try:
+        while not task.done():
+            taker = _taker(board, entry, run.clock())
+            if taker is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                if not task.cancelled():  # it finished just as it was cancelled
+                    return task.result()
+                return _cancelled(board, entry, run, request, started, taker)
+            change = asyncio.ensure_future(board.wait_change(run.deadline_at - run.clock()))
+            try:
+                await asyncio.wait({task, change}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                change.cancel()
+        return task.result()
+    finally:
+        if not task.done():  # our own caller was cancelled: never leave the request behind
+            task.cancel()
+
+
+def _taker(board: RouteBoard, entry: CatalogEntry, now: float) -> CatalogEntry | None:
+    """Another route, free now and known to answer, that should take the request over from
+    ``entry`` (None while ``entry``'s request has produced its first byte: it answers)."""
+    if entry.agent_id in board.first_bytes:
+        return None
+    for e in board.available():
+        other = e.agent_id != entry.agent_id
+        if other and board.confirmed(e.agent_id) and not board.is_held(e.agent_id, now):
+            return e
+    return None
+
+
+def _cancelled(
+    board: RouteBoard,
+    entry: CatalogEntry,
+    run: RunContext,
+    request: ServeRequest,
+    started: float,
+    taker: CatalogEntry,
+) -> Attempt:
+    """Record the loser of a takeover: out for the run, its attempt ``cancelled``."""
+    elapsed = round(run.clock() - started, 3)
+    detail = f"no first byte after {elapsed:g}s; {taker.agent_id} was found ready and took over"
+    board.out.add(entry.agent_id)
+    probe = board.probes[entry.agent_id]
+    if probe.status is Readiness.UNPROBED:
+        board.set(entry.agent_id, detail=f"sent unprobed, cancelled: {detail}")
+    attempt = Attempt(
+        agent_id=entry.agent_id,
+        account=entry.account,
+        model=entry.route.model,
+        phase="first_byte",
+        outcome="cancelled",
+        elapsed_s=elapsed,
+        started_s=round(started - run.started_at, 3),
+        detail=detail,
+        purpose=request.purpose,
+    )
+    log_attempt(attempt, False)
+    return attempt
 
 
 def _mark_never_tried(board: RouteBoard) -> None:
@@ -248,9 +358,15 @@ def _mark_never_tried(board: RouteBoard) -> None:
 
 
 async def attempt_on(
-    entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest
+    entry: CatalogEntry,
+    key: str,
+    run: RunContext,
+    request: ServeRequest,
+    *,
+    on_first_byte: Callable[[], None] | None = None,
 ) -> tuple[bool, Outcome, Attempt, Any]:
-    """One request on one route (no switching), its reply check, and its log line."""
+    """One request on one route (no switching), its reply check, and its log line;
+    ``on_first_byte`` is told when the reply's first byte arrives (hedged routing)."""
     clock = run.clock
     started = clock()
     remaining = run.deadline_at - started
@@ -282,6 +398,7 @@ async def attempt_on(
             ),
             max_tokens=request.max_tokens,
             extra_body=extra,
+            on_first_byte=on_first_byte,
         )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
