@@ -124,16 +124,24 @@ async def account_consequences(
         )
 
 
-async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
+async def send(
+    run: RunContext,
+    entry: CatalogEntry,
+    on_admitted: Callable[[], None] | None = None,
+    **request: Any,
+) -> Outcome:
     """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
     refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
     exception of the budget or the chat call (a bug: both return outcomes) is this route's
-    ``bad_reply``."""
+    ``bad_reply``. ``on_admitted`` is told when the budget let it go (the hedge clock starts
+    there, not while a slow shared ledger answers)."""
     try:
         if run.budgets is not None:
             refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
             if refused is not None:
                 return refused
+        if on_admitted is not None:
+            on_admitted()
         if request.get("on_first_byte") is None or not takes_first_byte(run.chat):
             request.pop("on_first_byte", None)  # a scripted chat: told nothing, answers whole
         outcome = await run.chat(run.client, **request)
@@ -223,6 +231,10 @@ class RouteBoard:
         self.sending: dict[str, float] = {}
         #: Routes whose real request produced its first byte this run (they answer).
         self.first_bytes: set[str] = set()
+        #: serving request (ticket, in arrival order) -> whether it is looking for a route
+        #: (False while it has a request out): older ones pick first (see :meth:`enter`)
+        self.looking: dict[int, bool] = {}
+        self._tickets = 0
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -339,11 +351,34 @@ class RouteBoard:
         self.first_up.add(agent_id)
         self.touch()
 
+    def sent_unprobed(self, agent_id: str, at: float) -> None:
+        """The unprobed request on ``agent_id`` went out at ``at`` (the hedge delay runs)."""
+        self.sending[agent_id] = at
+        self.touch()
+
     def first_byte(self, agent_id: str) -> None:
         """The real request on ``agent_id`` produced its first byte: the route answers."""
         if agent_id not in self.first_bytes:
             self.first_bytes.add(agent_id)
             self.touch()
+
+    def enter(self) -> int:
+        """A serving request starts: its ticket (requests of one run pick routes oldest first,
+        so which chunk a route serves does not depend on which waiter woke first)."""
+        self._tickets += 1
+        self.looking[self._tickets] = True
+        return self._tickets
+
+    def leave(self, ticket: int) -> None:
+        """The request of ``ticket`` is done (served or gave up)."""
+        self.looking.pop(ticket, None)
+        self.touch()
+
+    def looking_ahead_of(self, ticket: int | None) -> int:
+        """How many older requests are looking for a route (each takes a good route first)."""
+        if ticket is None:
+            return 0
+        return sum(1 for t, looking in self.looking.items() if t < ticket and looking)
 
     def awaits_takeover(self, agent_id: str) -> bool:
         """Whether a request is out on ``agent_id`` unprobed with no first byte yet (the next

@@ -26,12 +26,15 @@ rate_limited           route out, next route (daily quota spent: the
 server_error / 408     route out, next route
 timeout (any phase)    route out, next route
 connection_error       route out, next route
-not_found, bad_request route out, next route
-context_too_long       route out, next route
+not_found, bad_request route out, next route (404: rejected, "dropped
+                       for this run: no endpoints" in the table)
+context_too_long       route out, next route (413 too: rejected,
+(400/413)              "dropped for this run: request too large")
 bad_reply              route out, next route
 auth_failed (401/403)  every route of the account out (gateway: if
                        its key is confirmed bad), next route
-payment_required (402) same as auth_failed
+payment_required (402) same as auth_failed; the table says "dropped
+                       for this run: no credits"
 budget refused (not    route held until the account's window frees
 sent)                  (not picked before; one note in the attempt
                        log per window), next route; never waited
@@ -120,6 +123,17 @@ class ServeResult:
         return self.served_by is not None
 
 
+#: Answers that end a route for the run at once (never retried, never waited for), and what
+#: the readiness table says of them: no credits, no endpoints, a request too large for the
+#: route's tier (Groq answers 413 above its per-request token limit; another route, or a
+#: smaller chunk, may take it).
+DROPPED_FOR_RUN: dict[OutcomeKind, str] = {
+    OutcomeKind.PAYMENT_REQUIRED: "no credits",
+    OutcomeKind.NOT_FOUND: "no endpoints for this model",
+    OutcomeKind.CONTEXT_TOO_LONG: "request too large for this route",
+}
+
+
 def attempt_phase(outcome: Outcome) -> str:
     """How far an attempt got: the timeout's phase, or where the answer was read."""
     if outcome.kind is OutcomeKind.TIMEOUT and outcome.phase:
@@ -134,7 +148,7 @@ def attempt_phase(outcome: Outcome) -> str:
 
 
 def next_route(
-    board: RouteBoard, now: float, deadline_at: float
+    board: RouteBoard, now: float, deadline_at: float, ticket: int | None = None
 ) -> tuple[CatalogEntry | None, float]:
     """Pick the next route, or say how long to wait for news (pure over the board's state).
 
@@ -142,15 +156,22 @@ def next_route(
     deferred route), ``(None, s>0)`` to wait for a probe result or a busy route to free up,
     ``(None, 0)`` when nothing is left. Concurrent requests share ready routes: while a ready
     route is busy, another request waits for it rather than trying unprobed or deferred ones.
+    Older requests pick first: the request of ``ticket`` (see :meth:`RouteBoard.enter`) leaves
+    the first good routes to the older requests still looking for one.
     """
     entries = board.available()  # catalog order = priority order
     # a request waiting on a route not known to answer takes the next ready route over first
     takeover = any(board.awaits_takeover(a) for a in board.busy)
+    ahead = board.looking_ahead_of(ticket)
+    left_to_older = False  # a good route left to an older request: news is coming
     for e in entries:
         if board.good(e.agent_id, now) and not (takeover and board.confirmed(e.agent_id)):
-            return e, 0.0
+            if ahead == 0:
+                return e, 0.0
+            ahead -= 1
+            left_to_older = True
     in_use = board.busy - board.out
-    if not board.finished or any(board.good(a) for a in in_use):
+    if left_to_older or not board.finished or any(board.good(a) for a in in_use):
         # news is coming: a probe result, or a ready route finishing its current request
         # (better than gambling a concurrent chunk on an unprobed or deferred route); a route
         # the budget holds back is news too, when its window frees
@@ -193,12 +214,26 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
     failing is out for the others, and a route that served is ready for them.
     """
     result = ServeResult()
+    ticket = board.enter()
+    try:
+        await _serve(board, run, request, result, ticket)
+    finally:
+        board.leave(ticket)
+    if result.stopped == "deadline":
+        _mark_never_tried(board)
+    return result
+
+
+async def _serve(
+    board: RouteBoard, run: RunContext, request: ServeRequest, result: ServeResult, ticket: int
+) -> None:
+    """The loop of :func:`serve` for the request of ``ticket``; fills ``result``."""
     while True:
         now = run.clock()
         if now >= run.deadline_at:
             result.stopped = "deadline"
             break
-        entry, wait = next_route(board, now, run.deadline_at)
+        entry, wait = next_route(board, now, run.deadline_at, ticket)
         if entry is None:
             if wait <= 0:
                 result.stopped = "exhausted"
@@ -215,6 +250,8 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             board.set(entry.agent_id, status=Readiness.REJECTED, detail="missing key")
             continue
         board.busy.add(entry.agent_id)
+        board.looking[ticket] = False
+        board.touch()  # a younger request that left this route to us may pick the next one
         try:
             if board.confirmed(entry.agent_id):
                 accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
@@ -225,6 +262,7 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
                     continue
                 accepted, outcome, attempt, value = taken
         finally:
+            board.looking[ticket] = True
             board.busy.discard(entry.agent_id)
             board.touch()
         if not outcome.sent:  # the account's budget held it back: not picked before it frees
@@ -265,10 +303,15 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
                 http_status=outcome.http_status,
                 detail=f"sent unprobed: {attempt.detail or attempt.outcome}",
             )
+        why = DROPPED_FOR_RUN.get(outcome.kind) if outcome.sent else None
+        if why is not None and outcome.http_status is not None:
+            board.set(
+                entry.agent_id,
+                status=Readiness.REJECTED,
+                http_status=outcome.http_status,
+                detail=f"dropped for this run: {why} ({outcome_detail(outcome)})",
+            )
         await account_consequences(board, run, entry, outcome, condemn=board.take_out_account)
-    if result.stopped == "deadline":
-        _mark_never_tried(board)
-    return result
 
 
 async def attempt_or_takeover(
@@ -280,10 +323,15 @@ async def attempt_or_takeover(
     returns."""
     agent = entry.agent_id
     started = run.clock()
-    board.sending[agent] = started
-    board.touch()
     task = asyncio.ensure_future(
-        attempt_on(entry, key, run, request, on_first_byte=lambda: board.first_byte(agent))
+        attempt_on(
+            entry,
+            key,
+            run,
+            request,
+            on_first_byte=lambda: board.first_byte(agent),
+            on_admitted=lambda: board.sent_unprobed(agent, run.clock()),
+        )
     )
     try:
         while not task.done():
@@ -364,6 +412,7 @@ async def attempt_on(
     request: ServeRequest,
     *,
     on_first_byte: Callable[[], None] | None = None,
+    on_admitted: Callable[[], None] | None = None,
 ) -> tuple[bool, Outcome, Attempt, Any]:
     """One request on one route (no switching), its reply check, and its log line;
     ``on_first_byte`` is told when the reply's first byte arrives (hedged routing)."""
@@ -399,6 +448,7 @@ async def attempt_on(
             max_tokens=request.max_tokens,
             extra_body=extra,
             on_first_byte=on_first_byte,
+            on_admitted=on_admitted,
         )
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
