@@ -340,6 +340,9 @@ async def attempt_or_takeover(
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise asyncio.CancelledError  # we were cancelled too: never swallow it
                 if not task.cancelled():  # it finished just as it was cancelled
                     return task.result()
                 return _cancelled(board, entry, run, request, started, taker)
