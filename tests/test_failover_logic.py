@@ -72,7 +72,7 @@ def catalog(*specs):
 async def run(entries, script, *, budget=6, probe_timeout=1.0, deadline=10.0, first_byte=1.0):
     session = RoutingSession(
         entries,
-        preflight=PreflightPolicy(probe_budget=budget, probe_timeout=probe_timeout),
+        preflight=PreflightPolicy(probe_budget=budget, probe_timeout=probe_timeout, mode="eager"),
         serving=ServingPolicy(first_byte=first_byte, attempt=first_byte, deadline=deadline),
         environ={"K": "secret"},
         chat=script,
@@ -254,7 +254,8 @@ def test_a_deferred_route_free_now_is_not_held_up_by_a_later_retry_after():
 
 async def test_a_route_that_served_serves_again_and_concurrent_requests_share_it():
     entries = catalog("only")
-    script = Script({"only": [(0.01, ok())] + [(0.2, ok(f"r{i}")) for i in range(3)]})
+    # hedged: no probe, the first request is the route's probe
+    script = Script({"only": [(0.2, ok(f"r{i}")) for i in range(3)]})
     session = RoutingSession(
         entries,
         preflight=PreflightPolicy(probe_budget=1, probe_timeout=1.0),
@@ -320,4 +321,4 @@ async def test_a_pasted_key_with_a_trailing_newline_is_sent_stripped():
     )
     async with session:
         result = await session.serve([{"role": "user", "content": "x"}])
-    assert result.ok and keys == ["secret-key-1234", "secret-key-1234"]
+    assert result.ok and keys == ["secret-key-1234"]  # hedged: the request is its own probe

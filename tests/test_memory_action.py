@@ -108,5 +108,7 @@ def test_two_pushes_reuse_the_unchanged_file_and_remember_routes(
     ]
     (ours,) = [c for c in overlay.comments() if c.login == BOT_LOGIN]
     assert f"reviewed at `{SHA[:12]}`, unchanged since" in ours.body
-    assert "remembered: served" in ours.body and "remembered: server\\_error" in ours.body
+    # hedged: the first run served on acme without a probe and sent nothing to the 503
+    # route, so memory knows only the proven one
+    assert "remembered: served" in ours.body and "not needed" in ours.body
     assert "requests saved" in ours.body

@@ -380,7 +380,7 @@ def _entries(fleet: FaultFleet, routes: list[tuple[str, str, str]]) -> list:
 async def _serve(entries, environ, *, budget=0, deadline=10.0, **serving) -> Any:
     session = RoutingSession(
         entries,
-        preflight=PreflightPolicy(probe_budget=budget, probe_timeout=1.0),
+        preflight=PreflightPolicy(probe_budget=budget, probe_timeout=1.0, mode="eager"),
         serving=ServingPolicy(deadline=deadline, **serving),
         environ=environ,
     )

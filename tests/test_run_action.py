@@ -21,6 +21,7 @@ import pytest
 from action_harness import (
     ACTION_DEFAULTS,
     DEFAULT_SHA,
+    FAST,
     FILES,
     FLEET_KEY,
     NUMBER,
@@ -394,7 +395,9 @@ def test_secrets_never_appear_anywhere(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     # "leaky" echoes the Authorization header it received in its 500 error message.
-    inputs = {"policy": policy_toml(fleet, "acme", "leaky"), "inline-comments": "true"}
+    # eager preflight: the leaky route must get a request (a probe) for its echo to be seen
+    head = FAST.replace("[preflight]\n", '[preflight]\nmode = "eager"\n')
+    inputs = {"policy": policy_toml(fleet, "acme", "leaky", head=head), "inline-comments": "true"}
     first_request = len(fleet.requests)
     run = run_action(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout

@@ -129,10 +129,17 @@ class DiscoveryPolicy(_Section):
 
 
 class PreflightPolicy(_Section):
-    """``[preflight]``: how many routes are probed before serving, and how long a probe may take."""
+    """``[preflight]``: how many routes are probed before serving, and how long a probe may take.
+
+    ``mode``: ``hedged`` (the real request goes first to the best-ranked route, its own probe;
+    the other routes are probed only when it has not produced a first byte within
+    ``hedge_delay``) or ``eager`` (up to ``probe_budget`` routes probed before anything serves).
+    """
 
     probe_budget: int = _opt(6, "a whole number >= 0", ge=0)
     probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
+    mode: Literal["hedged", "eager"] = _opt("hedged", '"hedged" or "eager"')
+    hedge_delay: float = _opt(0.5, "a number of seconds > 0", **_SECONDS)
 
 
 #: ``serving.first_token`` when unset (it is then also at most ``serving.attempt``).

@@ -56,6 +56,7 @@ attempt = 3.5
 deadline = {DEADLINE:g}
 
 [preflight]
+mode = "eager"  # the matrix checks what a probe finds, then what serving finds
 probe_budget = 1
 probe_timeout = 2
 

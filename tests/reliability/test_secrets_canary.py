@@ -116,6 +116,7 @@ attempt = 8
 deadline = 25
 
 [preflight]
+mode = "eager"  # every route gets a request (a probe): every leak path is exercised
 probe_budget = 20
 probe_timeout = 4
 

@@ -178,7 +178,7 @@ class Exchange:
 
     async def _healthy(self) -> None:
         pieces, finish = self._pieces()
-        await self._reply(pieces, finish)
+        await self._reply(pieces, finish, gap=self.b.gap)  # gap: 0 unless the script sets one
 
     async def _plain(self) -> None:
         pieces, finish = self._pieces()

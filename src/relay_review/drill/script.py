@@ -18,7 +18,8 @@ and ``b/stall`` are two stalled models) or given explicitly per model id::
 kind                      main param    what the server does (``delay`` always waits before it)
 ========================  ============  ==========================================================
 ``healthy``               delay         the reply, streamed in word pieces, ``[DONE]``; honours
-                                        ``max_tokens`` (cut to that many pieces, ``length``)
+                                        ``max_tokens`` (cut to that many pieces, ``length``);
+                                        ``gap``: seconds before each piece (default 0)
 ``stall``                 delay         reads the request, never answers (until the client leaves)
 ``headers-stall``         delay         200 headers, then nothing
 ``cut``                   n (2)         ``n`` content chunks, then closes without finish/[DONE]

@@ -145,6 +145,7 @@ async def chat_call(
     max_tokens: int | None = None,
     extra_body: dict | None = None,
     temperature: float | None = None,
+    on_first_byte: Callable[[], None] | None = None,
 ) -> Outcome:
     """Send one streamed chat completion and return what it came to, within ``deadlines``.
 
@@ -154,6 +155,8 @@ async def chat_call(
     ``extra_body`` is merged into the request body (provider routing, temperature, ...) but
     cannot override ``model``, ``messages`` or ``stream``. The ``Authorization: Bearer`` header
     is sent only when ``api_key`` is given; the key never appears in the returned Outcome.
+    ``on_first_byte`` is called once, when the first body byte arrives (hedged routing's signal
+    that the route answers).
     """
     body: dict[str, Any] = dict(extra_body or {})
     if max_tokens is not None:
@@ -166,7 +169,7 @@ async def chat_call(
         headers["Authorization"] = f"Bearer {api_key}"
     url = base_url.rstrip("/") + "/chat/completions"
 
-    call = _Call(deadlines)
+    call = _Call(deadlines, on_first_byte)
     try:
         async with asyncio.timeout_at(call.loop_start + deadlines.attempt):
             outcome = await call.exchange_until_first_token(client, url, headers, body)
@@ -340,8 +343,11 @@ def _hinted(outcome: Outcome, hint: Any, now: datetime | None) -> Outcome:
 class _Call:
     """State of one call: clocks, the phase timer, what has arrived so far."""
 
-    def __init__(self, deadlines: Deadlines) -> None:
+    def __init__(
+        self, deadlines: Deadlines, on_first_byte: Callable[[], None] | None = None
+    ) -> None:
         self.deadlines = deadlines
+        self.on_first_byte = on_first_byte
         self.loop = asyncio.get_running_loop()
         self.start = time.monotonic()
         self.loop_start = self.loop.time()
@@ -393,6 +399,8 @@ class _Call:
         if self.first_byte_at is None:
             self.first_byte_at = time.monotonic()
             progress.phase(progress.FIRST_TOKEN)
+            if self.on_first_byte is not None:
+                self.on_first_byte()
         self.bytes_seen += size
         self._arm(Phase.IDLE)
 

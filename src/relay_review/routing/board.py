@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
@@ -62,6 +63,7 @@ class ChatFn(Protocol):
         deadlines: Deadlines,
         max_tokens: int | None = None,
         extra_body: dict | None = None,
+        on_first_byte: Callable[[], None] | None = None,
     ) -> Awaitable[Outcome]: ...
 
 
@@ -123,16 +125,26 @@ async def account_consequences(
         )
 
 
-async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
+async def send(
+    run: RunContext,
+    entry: CatalogEntry,
+    on_admitted: Callable[[], None] | None = None,
+    **request: Any,
+) -> Outcome:
     """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
     refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
     exception of the budget or the chat call (a bug: both return outcomes) is this route's
-    ``bad_reply``."""
+    ``bad_reply``. ``on_admitted`` is told when the budget let it go (the hedge clock starts
+    there, not while a slow shared ledger answers)."""
     try:
         if run.budgets is not None:
             refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
             if refused is not None:
                 return refused
+        if on_admitted is not None:
+            on_admitted()
+        if request.get("on_first_byte") is None or not takes_first_byte(run.chat):
+            request.pop("on_first_byte", None)  # a scripted chat: told nothing, answers whole
         with progress.tracking(
             entry.agent_id, request.get("deadlines"), deadline_at=run.deadline_at, clock=run.clock
         ):
@@ -143,6 +155,18 @@ async def send(run: RunContext, entry: CatalogEntry, **request: Any) -> Outcome:
     if run.budgets is not None:
         await run.budgets.learn(entry, outcome)
     return outcome
+
+
+def takes_first_byte(chat: Callable[..., object]) -> bool:
+    """Whether ``chat`` takes the ``on_first_byte`` hook (the real chat call does; a scripted
+    one in tests may not, and then hedging learns of its answer only when it returns)."""
+    try:
+        params = inspect.signature(chat).parameters
+    except (TypeError, ValueError):
+        return False
+    return "on_first_byte" in params or any(
+        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
+    )
 
 
 def outcome_detail(outcome: Outcome) -> str:
@@ -204,6 +228,17 @@ class RouteBoard:
         self.recalled_proven: set[str] = set()
         #: route -> when (on the run's clock) its account's budget frees (see :meth:`hold`)
         self.held: dict[str, float] = {}
+        #: Routes served first without a probe: the ones a past run proved (:meth:`recall`)
+        #: and, with hedged preflight, the best-ranked route (:meth:`lead_with`).
+        self.first_up: set[str] = set()
+        #: route -> when (run clock) its unprobed request was sent (see :meth:`hedge_wait`)
+        self.sending: dict[str, float] = {}
+        #: Routes whose real request produced its first byte this run (they answer).
+        self.first_bytes: set[str] = set()
+        #: serving request (ticket, in arrival order) -> whether it is looking for a route
+        #: (False while it has a request out): older ones pick first (see :meth:`enter`)
+        self.looking: dict[int, bool] = {}
+        self._tickets = 0
         self._changed = asyncio.Event()
 
     # ---- readiness ----------------------------------------------------------------------------
@@ -213,7 +248,7 @@ class RouteBoard:
 
     def set(self, agent_id: str, **fields: object) -> None:
         self.probes[agent_id] = self.probes[agent_id].model_copy(update=fields)
-        self._changed.set()
+        self.touch()
 
     def reject_account(self, account: str, why: str) -> None:
         """Take every route of ``account`` out (except routes that already proved ready)."""
@@ -225,7 +260,7 @@ class RouteBoard:
     def finish(self) -> None:
         """Preflight is over: no more probe results will come."""
         self.finished = True
-        self._changed.set()
+        self.touch()
 
     @property
     def probes_sent(self) -> int:
@@ -238,11 +273,21 @@ class RouteBoard:
     # ---- outcomes -----------------------------------------------------------------------------
 
     def good(self, agent_id: str, now: float | None = None) -> bool:
-        """Worth serving on now: it served this run, or its probe said ready, and (given
-        ``now``) its account's budget is not holding it back."""
+        """Worth serving on now: it served this run, its probe said ready, or it is served
+        first without a probe (:attr:`first_up`), and (given ``now``) its account's budget is
+        not holding it back."""
         if now is not None and self.is_held(agent_id, now):
             return False
-        return agent_id in self.proven or self.status(agent_id) is Readiness.READY
+        return self.confirmed(agent_id) or agent_id in self.first_up
+
+    def confirmed(self, agent_id: str) -> bool:
+        """Known to answer this run or before: it served (or a past run proved it), its probe
+        said ready, or its real request produced a first byte."""
+        return (
+            agent_id in self.proven
+            or agent_id in self.first_bytes
+            or self.status(agent_id) is Readiness.READY
+        )
 
     def hold(self, agent_id: str, until: float) -> bool:
         """The account's budget refused a request on ``agent_id``: hold the route until
@@ -250,7 +295,7 @@ class RouteBoard:
         one the attempt log notes); False when the hold only moved."""
         before = self.held.get(agent_id)
         self.held[agent_id] = max(until, before or until)
-        self._changed.set()
+        self.touch()
         return before is None or before < until - HOLD_SLACK_S
 
     def is_held(self, agent_id: str, now: float) -> bool:
@@ -300,8 +345,73 @@ class RouteBoard:
         if usable:
             self.proven.add(agent_id)
             self.recalled_proven.add(agent_id)
+            self.first_up.add(agent_id)
         else:
             self.out.add(agent_id)
+
+    def lead_with(self, agent_id: str) -> None:
+        """Hedged preflight: serve ``agent_id`` first without a probe (its real request is its
+        probe); the others are probed only if it gives no first byte within the hedge delay."""
+        self.first_up.add(agent_id)
+        self.touch()
+
+    def sent_unprobed(self, agent_id: str, at: float) -> None:
+        """The unprobed request on ``agent_id`` went out at ``at`` (the hedge delay runs)."""
+        self.sending[agent_id] = at
+        self.touch()
+
+    def first_byte(self, agent_id: str) -> None:
+        """The real request on ``agent_id`` produced its first byte: the route answers."""
+        if agent_id not in self.first_bytes:
+            self.first_bytes.add(agent_id)
+            self.touch()
+
+    def enter(self) -> int:
+        """A serving request starts: its ticket (requests of one run pick routes oldest first,
+        so which chunk a route serves does not depend on which waiter woke first)."""
+        self._tickets += 1
+        self.looking[self._tickets] = True
+        return self._tickets
+
+    def leave(self, ticket: int) -> None:
+        """The request of ``ticket`` is done (served or gave up)."""
+        self.looking.pop(ticket, None)
+        self.touch()
+
+    def looking_ahead_of(self, ticket: int | None) -> int:
+        """How many older requests are looking for a route (each takes a good route first)."""
+        if ticket is None:
+            return 0
+        return sum(1 for t, looking in self.looking.items() if t < ticket and looking)
+
+    def awaits_takeover(self, agent_id: str) -> bool:
+        """Whether a request is out on ``agent_id`` unprobed with no first byte yet (the next
+        route found ready takes it over, before any newer request)."""
+        return (
+            agent_id in self.busy
+            and agent_id in self.sending
+            and agent_id not in self.out
+            and not self.confirmed(agent_id)
+        )
+
+    def hedge_wait(self, now: float, delay: float | None) -> float | None:
+        """How long probes should still hold back for a route served first (None: not at all).
+
+        A first-up route holds them back while it is in play (not out, not held by its
+        budget) and, with a hedge ``delay``, until its unprobed request has gone ``delay``
+        seconds without a first byte (forever once the first byte came). ``delay`` None
+        (eager preflight, a remembered route): while it is in play.
+        """
+        waits: list[float] = []
+        for a in self.first_up:
+            if a in self.out or self.is_held(a, now):
+                continue
+            sent_at = self.sending.get(a)
+            if delay is None or a in self.first_bytes or sent_at is None:
+                waits.append(float("inf"))
+            elif sent_at + delay > now:
+                waits.append(sent_at + delay - now)
+        return min(waits) if waits else None
 
     def unsettled(self) -> list[CatalogEntry]:
         """Routes memory said nothing about (the ones preflight may probe), in catalog order."""
@@ -318,14 +428,18 @@ class RouteBoard:
     # ---- the change signal --------------------------------------------------------------------
 
     def touch(self) -> None:
-        """Signal a change that is not a probe result (a busy route became free)."""
-        self._changed.set()
+        """Signal a change (every record change calls it; also a busy route became free).
+
+        Each change sets the current event and starts a new one, so a waiter that read the
+        board and then waits never misses a change made after its read (no shared clear)."""
+        changed, self._changed = self._changed, asyncio.Event()
+        changed.set()
 
     async def wait_change(self, timeout: float) -> None:
         """Wait until the board changes or ``timeout`` seconds pass."""
-        self._changed.clear()
+        changed = self._changed
         with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._changed.wait(), timeout=max(0.0, timeout))
+            await asyncio.wait_for(changed.wait(), timeout=max(0.0, timeout))
 
 
 # ---- account-wide signals (shared by preflight and serving) ------------------------------------

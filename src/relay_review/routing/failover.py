@@ -26,16 +26,23 @@ rate_limited           route out, next route (daily quota spent: the
 server_error / 408     route out, next route
 timeout (any phase)    route out, next route
 connection_error       route out, next route
-not_found, bad_request route out, next route
-context_too_long       route out, next route
+not_found, bad_request route out, next route (404: rejected, "dropped
+                       for this run: no endpoints" in the table)
+context_too_long       route out, next route (413 too: rejected,
+(400/413)              "dropped for this run: request too large")
 bad_reply              route out, next route
 auth_failed (401/403)  every route of the account out (gateway: if
                        its key is confirmed bad), next route
-payment_required (402) same as auth_failed
+payment_required (402) same as auth_failed; the table says "dropped
+                       for this run: no credits"
 budget refused (not    route held until the account's window frees
 sent)                  (not picked before; one note in the attempt
                        log per window), next route; never waited
                        for past the deadline
+another route found    (a request on a route not known to answer, no
+ready first            first byte yet) cancelled: route out, the
+                       attempt logged ``cancelled``, the ready route
+                       takes the request over
 deadline passed        stop, no reply
 =====================  =============================================
 
@@ -43,10 +50,17 @@ One request is asked twice on the same route, never more: when a request carries
 ``downgrade`` (the review's ``response_format`` step down) and the route refused the form it was
 sent (400/422/500 naming it), the same request goes once more with the weaker form; the attempt
 records both. It is not a retry of a fault: the request changes.
+
+Hedged preflight leans on the last row: the best-ranked route gets the real request unprobed
+(its own probe), probes go out only when it has no first byte within the hedge delay
+(:func:`~relay_review.routing.preflight.run_preflight`), and the first route a probe finds
+ready takes over here, in this loop.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
@@ -73,6 +87,7 @@ from relay_review.routing.board import (
     outcome_detail,
     send,
 )
+from relay_review.routing.preflight import PROBE_TABLE
 
 log = logging.getLogger("relay_review.failover")
 
@@ -122,6 +137,17 @@ class ServeResult:
         return self.served_by is not None
 
 
+#: Answers that end a route for the run at once (never retried, never waited for), and what
+#: the readiness table says of them: no credits, no endpoints, a request too large for the
+#: route's tier (Groq answers 413 above its per-request token limit; another route, or a
+#: smaller chunk, may take it).
+DROPPED_FOR_RUN: dict[OutcomeKind, str] = {
+    OutcomeKind.PAYMENT_REQUIRED: "no credits",
+    OutcomeKind.NOT_FOUND: "no endpoints for this model",
+    OutcomeKind.CONTEXT_TOO_LONG: "request too large for this route",
+}
+
+
 def attempt_phase(outcome: Outcome) -> str:
     """How far an attempt got: the timeout's phase, or where the answer was read."""
     if outcome.kind is OutcomeKind.TIMEOUT and outcome.phase:
@@ -136,7 +162,7 @@ def attempt_phase(outcome: Outcome) -> str:
 
 
 def next_route(
-    board: RouteBoard, now: float, deadline_at: float
+    board: RouteBoard, now: float, deadline_at: float, ticket: int | None = None
 ) -> tuple[CatalogEntry | None, float]:
     """Pick the next route, or say how long to wait for news (pure over the board's state).
 
@@ -144,13 +170,22 @@ def next_route(
     deferred route), ``(None, s>0)`` to wait for a probe result or a busy route to free up,
     ``(None, 0)`` when nothing is left. Concurrent requests share ready routes: while a ready
     route is busy, another request waits for it rather than trying unprobed or deferred ones.
+    Older requests pick first: the request of ``ticket`` (see :meth:`RouteBoard.enter`) leaves
+    the first good routes to the older requests still looking for one.
     """
     entries = board.available()  # catalog order = priority order
+    # a request waiting on a route not known to answer takes the next ready route over first
+    takeover = any(board.awaits_takeover(a) for a in board.busy)
+    ahead = board.looking_ahead_of(ticket)
+    left_to_older = False  # a good route left to an older request: news is coming
     for e in entries:
-        if board.good(e.agent_id, now):
-            return e, 0.0
+        if board.good(e.agent_id, now) and not (takeover and board.confirmed(e.agent_id)):
+            if ahead == 0:
+                return e, 0.0
+            ahead -= 1
+            left_to_older = True
     in_use = board.busy - board.out
-    if not board.finished or any(board.good(a) for a in in_use):
+    if left_to_older or not board.finished or any(board.good(a) for a in in_use):
         # news is coming: a probe result, or a ready route finishing its current request
         # (better than gambling a concurrent chunk on an unprobed or deferred route); a route
         # the budget holds back is news too, when its window frees
@@ -193,12 +228,26 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
     failing is out for the others, and a route that served is ready for them.
     """
     result = ServeResult()
+    ticket = board.enter()
+    try:
+        await _serve(board, run, request, result, ticket)
+    finally:
+        board.leave(ticket)
+    if result.stopped == "deadline":
+        _mark_never_tried(board)
+    return result
+
+
+async def _serve(
+    board: RouteBoard, run: RunContext, request: ServeRequest, result: ServeResult, ticket: int
+) -> None:
+    """The loop of :func:`serve` for the request of ``ticket``; fills ``result``."""
     while True:
         now = run.clock()
         if now >= run.deadline_at:
             result.stopped = "deadline"
             break
-        entry, wait = next_route(board, now, run.deadline_at)
+        entry, wait = next_route(board, now, run.deadline_at, ticket)
         if entry is None:
             if wait <= 0:
                 result.stopped = "exhausted"
@@ -217,9 +266,19 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             board.set(entry.agent_id, status=Readiness.REJECTED, detail="missing key")
             continue
         board.busy.add(entry.agent_id)
+        board.looking[ticket] = False
+        board.touch()  # a younger request that left this route to us may pick the next one
         try:
-            accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
+            if board.confirmed(entry.agent_id):
+                accepted, outcome, attempt, value = await attempt_on(entry, key, run, request)
+            else:
+                taken = await attempt_or_takeover(board, entry, key, run, request)
+                if isinstance(taken, Attempt):  # another route was found ready first
+                    result.attempts.append(taken)
+                    continue
+                accepted, outcome, attempt, value = taken
         finally:
+            board.looking[ticket] = True
             board.busy.discard(entry.agent_id)
             board.touch()
         if not outcome.sent:  # the account's budget held it back: not picked before it frees
@@ -239,6 +298,9 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
         result.attempts.append(attempt)
         board.note(entry.agent_id, outcome)
         if accepted:
+            probe = board.probes[entry.agent_id]
+            if probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail:
+                board.set(entry.agent_id, detail="served without a probe")
             board.proven.add(entry.agent_id)
             result.reply = outcome.content
             result.value = value
@@ -248,10 +310,109 @@ async def serve(board: RouteBoard, run: RunContext, request: ServeRequest) -> Se
             result.stopped = "served"
             break
         board.out.add(entry.agent_id)
+        probe = board.probes[entry.agent_id]
+        if entry.agent_id in board.first_up and probe.status is Readiness.UNPROBED:
+            # served first, its real request was its probe: the table says what it found
+            board.set(
+                entry.agent_id,
+                status=PROBE_TABLE[OutcomeKind(attempt.outcome)],
+                http_status=outcome.http_status,
+                detail=f"sent unprobed: {attempt.detail or attempt.outcome}",
+            )
+        why = DROPPED_FOR_RUN.get(outcome.kind) if outcome.sent else None
+        if why is not None and outcome.http_status is not None:
+            board.set(
+                entry.agent_id,
+                status=Readiness.REJECTED,
+                http_status=outcome.http_status,
+                detail=f"dropped for this run: {why} ({outcome_detail(outcome)})",
+            )
         await account_consequences(board, run, entry, outcome, condemn=board.take_out_account)
-    if result.stopped == "deadline":
-        _mark_never_tried(board)
-    return result
+
+
+async def attempt_or_takeover(
+    board: RouteBoard, entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest
+) -> tuple[bool, Outcome, Attempt, Any] | Attempt:
+    """:func:`attempt_on` on a route not known to answer (its request is its probe), cancelled
+    if another route is found ready before this one produces its first byte: then the
+    ``cancelled`` attempt (the route is out for the run). Otherwise what :func:`attempt_on`
+    returns."""
+    agent = entry.agent_id
+    started = run.clock()
+    task = asyncio.ensure_future(
+        attempt_on(
+            entry,
+            key,
+            run,
+            request,
+            on_first_byte=lambda: board.first_byte(agent),
+            on_admitted=lambda: board.sent_unprobed(agent, run.clock()),
+        )
+    )
+    try:
+        while not task.done():
+            taker = _taker(board, entry, run.clock())
+            if taker is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+                current = asyncio.current_task()
+                if current is not None and current.cancelling():
+                    raise asyncio.CancelledError  # we were cancelled too: never swallow it
+                if not task.cancelled():  # it finished just as it was cancelled
+                    return task.result()
+                return _cancelled(board, entry, run, request, started, taker)
+            change = asyncio.ensure_future(board.wait_change(run.deadline_at - run.clock()))
+            try:
+                await asyncio.wait({task, change}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                change.cancel()
+        return task.result()
+    finally:
+        if not task.done():  # our own caller was cancelled: never leave the request behind
+            task.cancel()
+
+
+def _taker(board: RouteBoard, entry: CatalogEntry, now: float) -> CatalogEntry | None:
+    """Another route, free now and known to answer, that should take the request over from
+    ``entry`` (None while ``entry``'s request has produced its first byte: it answers)."""
+    if entry.agent_id in board.first_bytes:
+        return None
+    for e in board.available():
+        other = e.agent_id != entry.agent_id
+        if other and board.confirmed(e.agent_id) and not board.is_held(e.agent_id, now):
+            return e
+    return None
+
+
+def _cancelled(
+    board: RouteBoard,
+    entry: CatalogEntry,
+    run: RunContext,
+    request: ServeRequest,
+    started: float,
+    taker: CatalogEntry,
+) -> Attempt:
+    """Record the loser of a takeover: out for the run, its attempt ``cancelled``."""
+    elapsed = round(run.clock() - started, 3)
+    detail = f"no first byte after {elapsed:g}s; {taker.agent_id} was found ready and took over"
+    board.out.add(entry.agent_id)
+    probe = board.probes[entry.agent_id]
+    if probe.status is Readiness.UNPROBED:
+        board.set(entry.agent_id, detail=f"sent unprobed, cancelled: {detail}")
+    attempt = Attempt(
+        agent_id=entry.agent_id,
+        account=entry.account,
+        model=entry.route.model,
+        phase="first_byte",
+        outcome="cancelled",
+        elapsed_s=elapsed,
+        started_s=round(started - run.started_at, 3),
+        detail=detail,
+        purpose=request.purpose,
+    )
+    log_attempt(attempt, False)
+    return attempt
 
 
 def _mark_never_tried(board: RouteBoard) -> None:
@@ -264,9 +425,16 @@ def _mark_never_tried(board: RouteBoard) -> None:
 
 
 async def attempt_on(
-    entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest
+    entry: CatalogEntry,
+    key: str,
+    run: RunContext,
+    request: ServeRequest,
+    *,
+    on_first_byte: Callable[[], None] | None = None,
+    on_admitted: Callable[[], None] | None = None,
 ) -> tuple[bool, Outcome, Attempt, Any]:
-    """One request on one route (no switching), its reply check, and its log line."""
+    """One request on one route (no switching), its reply check, and its log line;
+    ``on_first_byte`` is told when the reply's first byte arrives (hedged routing)."""
     clock = run.clock
     started = clock()
     remaining = run.deadline_at - started
@@ -280,11 +448,12 @@ async def attempt_on(
     else:
         extra_body = request.extra_body
         extra = extra_body(entry) if callable(extra_body) else extra_body
-        outcome = await _send_once(entry, key, run, request, extra)
+        hooks = {"on_first_byte": on_first_byte, "on_admitted": on_admitted}
+        outcome = await _send_once(entry, key, run, request, extra, hooks)
         retry = request.downgrade(entry, outcome) if request.downgrade and not outcome.ok else None
         if retry is not None and run.deadline_at - clock() > 0:
             refused = outcome_detail(outcome)
-            outcome = await _send_once(entry, key, run, request, retry)
+            outcome = await _send_once(entry, key, run, request, retry, hooks)
             note = f"asked again with a weaker response_format after: {refused}"
     elapsed = round(clock() - started, 3)
     accepted, value, why = (outcome.ok, None, "")
@@ -315,10 +484,15 @@ async def attempt_on(
 
 
 async def _send_once(
-    entry: CatalogEntry, key: str, run: RunContext, request: ServeRequest, extra: dict | None
+    entry: CatalogEntry,
+    key: str,
+    run: RunContext,
+    request: ServeRequest,
+    extra: dict | None,
+    hooks: dict[str, Callable[[], None] | None],
 ) -> Outcome:
     """Send ``request`` to ``entry`` once with the request fields ``extra``, within what is
-    left of the run deadline."""
+    left of the run deadline; ``hooks``: ``on_first_byte`` and ``on_admitted`` (hedging)."""
     remaining = run.deadline_at - run.clock()
     bounds = run.deadlines
     if stream_usage(entry.route.provider):
@@ -339,6 +513,8 @@ async def _send_once(
         ),
         max_tokens=request.max_tokens,
         extra_body=extra,
+        on_first_byte=hooks.get("on_first_byte"),
+        on_admitted=hooks.get("on_admitted"),
     )
 
 

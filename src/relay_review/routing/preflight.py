@@ -2,7 +2,16 @@
 
 Probes go out concurrently, in catalog order, at most ``probe_budget`` per run, each asking for
 at most :data:`PROBE_MAX_TOKENS` output tokens under a short bound. Routes beyond the budget stay
-``unprobed`` (serving treats the real request as their probe). A route whose key is missing is
+``unprobed`` (serving treats the real request as their probe).
+
+Hedged preflight (the default, ``[preflight] mode = "hedged"``): serving sends the real request
+first to the best-ranked route (:meth:`RouteBoard.lead_with`; or to the routes a past run proved)
+and no probe goes out while that request may still answer: until it fails, or until it has gone
+``hedge_delay`` seconds without a first byte. Then every other route with a key is probed at
+once (one probe each: a route left unprobed would later cost a full-size request unprobed), and
+the first route found ready takes the request over (:func:`~.failover.serve`). On a good day no
+probe is sent at all. Eager preflight (``mode = "eager"``) probes up to ``probe_budget`` routes
+at once when the run starts. A route whose key is missing is
 rejected without a request. An authentication or payment failure takes the whole account out
 (a gateway's only when its key is confirmed bad: :func:`~relay_review.routing.board.account_wide`);
 a spent daily quota takes every free route of the account out (:func:`~.board.quota_spent`).
@@ -78,18 +87,25 @@ async def run_preflight(
     probe_budget: int,
     probe_timeout: float,
     wait_for_recalled: bool = False,
+    hedge_delay: float | None = None,
 ) -> None:
     """Probe up to ``probe_budget`` routes concurrently and record each result on ``board``.
 
     Each probe is bounded by ``probe_timeout`` (and the run's connect bound and deadline). Only
     routes memory said nothing about are probed; with ``wait_for_recalled``, no probe goes out
-    while a route a past run proved is still in play (its real request is its probe).
+    while a route served first (proven by a past run, or the hedged lead) is still in play (its
+    real request is its probe). With a ``hedge_delay`` (hedged preflight), a first-up request
+    that goes that long without a first byte no longer holds the probes back, and every
+    unsettled route is probed (``probe_budget`` 0 still means no probes).
     """
     if wait_for_recalled:
-        await _wait_for_need(board, run)
+        await _wait_for_need(board, run, hedge_delay)
         if board.finished:  # the session closed while we waited: no probe is needed
             return
-    to_probe, keyless = plan_probes(board.unsettled(), run.environ, probe_budget)
+    if hedge_delay is not None and probe_budget > 0:
+        probe_budget = len(board.entries)
+    candidates = [e for e in board.unsettled() if e.agent_id not in board.first_up]
+    to_probe, keyless = plan_probes(candidates, run.environ, probe_budget)
     for e in keyless:
         board.set(
             e.agent_id, status=Readiness.REJECTED, detail=missing_key_detail(e.route.api_key_env)
@@ -100,11 +116,16 @@ async def run_preflight(
         board.finish()
 
 
-async def _wait_for_need(board: RouteBoard, run: RunContext) -> None:
-    """Wait while a remembered proven route is still in play (or until the run deadline); a
-    remembered route its account's budget holds back does not keep the others unprobed."""
-    while board.recalled_left(run.clock()) and not board.finished and run.clock() < run.deadline_at:
-        await board.wait_change(run.deadline_at - run.clock())
+async def _wait_for_need(board: RouteBoard, run: RunContext, hedge_delay: float | None) -> None:
+    """Wait while a route served first is still in play and may answer (or until the run
+    deadline): see :meth:`RouteBoard.hedge_wait`; one its account's budget holds back does not
+    keep the others unprobed."""
+    while not board.finished and run.clock() < run.deadline_at:
+        now = run.clock()
+        wait = board.hedge_wait(now, hedge_delay)
+        if wait is None:
+            return
+        await board.wait_change(min(wait, run.deadline_at - now))
 
 
 async def _guarded(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeout: float) -> None:

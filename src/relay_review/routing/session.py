@@ -105,6 +105,11 @@ class RoutingSession:
             key_check=self.key_check,
             budgets=self.budgets,
         )
+        hedged = self.preflight.mode == "hedged" and self.wait_for_recalled
+        if hedged and not self.board.recalled_left():
+            lead = next((e for e in self.board.unsettled() if api_key_for(e, self.environ)), None)
+            if lead is not None:
+                self.board.lead_with(lead.agent_id)
         self._preflight_task = asyncio.create_task(
             run_preflight(
                 self.board,
@@ -112,6 +117,7 @@ class RoutingSession:
                 probe_budget=self.preflight.probe_budget,
                 probe_timeout=self.preflight.probe_timeout,
                 wait_for_recalled=self.wait_for_recalled,
+                hedge_delay=self.preflight.hedge_delay if hedged else None,
             )
         )
         return self
@@ -194,6 +200,7 @@ class RoutingSession:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+        self._say_not_needed()
         for check in self.board.key_checks.values():
             if not check.done():
                 check.cancel()
@@ -202,6 +209,19 @@ class RoutingSession:
         run, self._run = self._run, None
         if run is not None:
             await run.client.aclose()
+
+    def _say_not_needed(self) -> None:
+        """Routes that got no request at all while another served: say so in the table."""
+        board = self.board
+        served = [a for a in board.proven - board.out if a in board.outcomes]
+        if not served:
+            return
+        for e in board.entries:
+            probe = board.probes[e.agent_id]
+            untouched = e.agent_id not in board.out and e.agent_id not in board.proven
+            quiet = probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail
+            if untouched and quiet:
+                board.set(e.agent_id, detail="not needed: another route served")
 
     def elapsed(self) -> float:
         return round(self.clock() - self.started_at, 3)

@@ -1,0 +1,77 @@
+"""The board's hedging terms (issue 25), pure: when probes hold back for a route served first,
+which request a ready route goes to (the one waiting on a takeover, then the oldest)."""
+
+from __future__ import annotations
+
+import math
+
+from relay_review.models import Readiness
+from relay_review.routing.board import RouteBoard
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.failover import next_route
+
+
+def entries(*models: str) -> list:
+    raws = [
+        {
+            "account": f"acct{i:02d}",
+            "provider": "openai_compatible",
+            "model": model,
+            "base_url": "http://127.0.0.1:9/v1",
+            "api_key_env": "K",
+            "prompt_price_per_1k": 0,
+            "completion_price_per_1k": 0,
+        }
+        for i, model in enumerate(models)
+    ]
+    return build_catalog(parse_discovery({"routes": raws}), limit=50).selected
+
+
+def test_probes_hold_back_until_the_lead_goes_hedge_delay_without_a_first_byte() -> None:
+    lead, _other = entries("lead", "other")
+    board = RouteBoard([lead, _other])
+    board.lead_with(lead.agent_id)
+    assert board.hedge_wait(0.0, 0.5) == math.inf  # not sent yet: its request is coming
+    board.sending[lead.agent_id] = 1.0
+    assert math.isclose(board.hedge_wait(1.2, 0.5) or 0.0, 0.3)
+    assert board.hedge_wait(1.6, 0.5) is None  # overdue: probe the others
+    assert board.hedge_wait(1.6, None) == math.inf  # eager / remembered: while in play
+    board.first_byte(lead.agent_id)
+    assert board.hedge_wait(9.0, 0.5) == math.inf  # it answers: no probe at all
+    board.out.add(lead.agent_id)
+    assert board.hedge_wait(9.0, 0.5) is None  # it failed: probe at once
+
+
+def test_a_lead_held_by_its_budget_does_not_hold_the_probes_back() -> None:
+    (lead,) = entries("lead")
+    board = RouteBoard([lead])
+    board.lead_with(lead.agent_id)
+    board.hold(lead.agent_id, 60.0)
+    assert board.hedge_wait(1.0, 0.5) is None
+
+
+def test_a_ready_route_goes_to_the_request_awaiting_a_takeover_first() -> None:
+    lead, ready = entries("lead", "ready")
+    board = RouteBoard([lead, ready])
+    board.lead_with(lead.agent_id)
+    board.busy.add(lead.agent_id)
+    board.sending[lead.agent_id] = 0.0
+    board.set(ready.agent_id, status=Readiness.READY)
+    # a newer request waits: the lead's request (no first byte yet) takes the ready route
+    entry, wait = next_route(board, now=1.0, deadline_at=10.0)
+    assert entry is None and wait > 0
+    board.first_byte(lead.agent_id)  # the lead answers after all: the ready route is free
+    assert next_route(board, now=1.0, deadline_at=10.0) == (ready, 0.0)
+
+
+def test_older_requests_pick_first_and_a_younger_one_waits_not_gives_up() -> None:
+    (only,) = entries("only")
+    board = RouteBoard([only])
+    board.set(only.agent_id, status=Readiness.READY)
+    board.finish()
+    older, younger = board.enter(), board.enter()
+    entry, wait = next_route(board, now=0.0, deadline_at=10.0, ticket=younger)
+    assert entry is None and wait == 10.0  # left to the older request, and waits for news
+    assert next_route(board, now=0.0, deadline_at=10.0, ticket=older) == (only, 0.0)
+    board.leave(older)
+    assert next_route(board, now=0.0, deadline_at=10.0, ticket=younger) == (only, 0.0)

@@ -1,0 +1,161 @@
+"""Hedged preflight (issue 25) through the CLI on the fault fleet, at the default policy: the
+fleet's call log is the evidence of what each run cost. Ratios are bench/hedge.py's; here only
+request counts and generous bounds."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_review.drill.fleet import FaultFleet
+from relay_review.drill.scenarios import (
+    _MIXED,
+    PORT_ENV,
+    Scenario,
+    discovery_for,
+    drill_environ,
+    fleet_for,
+)
+from relay_review.errors import UsageError
+from relay_review.settings import PreflightPolicy, parse_policy
+
+pytestmark = pytest.mark.integration
+
+HEALTHY = "healthy@0.1"
+FIRST = ("nim_a", "deepseek-ai/deepseek-v4-flash")  # first in catalog order
+LAST = ("router", "qwen/qwen3-coder:free")  # last in catalog order
+DRILL_HEALTHY = ("nim_b", "meta/llama-3.3-70b-instruct")
+PROBE_TOKENS = 16
+CHAT = [sys.executable, "-m", "relay_review", "chat", "--discovery"]
+
+
+def mix(healthy_at: tuple[str, str]) -> Scenario:
+    """The drill's 12-route mix (8 stalls, 2 x 429, 1 x 404) with the healthy route moved."""
+    accounts = {name: dict(models) for name, models in _MIXED.items()}
+    accounts[DRILL_HEALTHY[0]][DRILL_HEALTHY[1]] = _MIXED[healthy_at[0]][healthy_at[1]]
+    accounts[healthy_at[0]][healthy_at[1]] = HEALTHY
+    return Scenario("mix", "test mix", accounts, HEALTHY)
+
+
+def free_port() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return str(s.getsockname()[1])
+
+
+def chat(
+    fleet: FaultFleet, scenario: Scenario, tmp: Path, *extra: str, policy: str = ""
+) -> tuple[dict[str, Any], list[Any]]:
+    """``relay-review chat`` over the fleet: (its JSON report, the chat requests it sent)."""
+    discovery = tmp / "discovery.json"
+    discovery.write_text(json.dumps(discovery_for(scenario, fleet)))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+    env.update(drill_environ(scenario))
+    args = ["--policy", str(tmp / "policy.toml")] if policy else []
+    if policy:
+        (tmp / "policy.toml").write_text(policy)
+    start = len(fleet.requests)
+    proc = subprocess.run(
+        [*CHAT, str(discovery), "--message", "hi", "--format", "json", *args, *extra],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp,
+        timeout=120,
+    )
+    assert proc.returncode in (0, 1), proc.stderr
+    assert "Traceback" not in proc.stderr, proc.stderr
+    return json.loads(proc.stdout), [r for r in fleet.requests[start:] if r.is_chat]
+
+
+def route(r: Any) -> str:
+    return f"{r.account}/{r.model}"
+
+
+def test_healthy_first_costs_exactly_one_request(tmp_path: Path) -> None:
+    scenario = mix(FIRST)
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    assert report["served_by"]["agent_id"] == "/".join(FIRST)
+    assert len(sent) == 1 and sent[0].max_tokens != PROBE_TOKENS  # the real request, no probe
+    assert report["probes_sent"] == 0
+    rows = {r["agent_id"]: r for r in report["readiness"]}
+    assert rows["/".join(FIRST)]["detail"] == "served without a probe"
+    others = [r for a, r in rows.items() if a != "/".join(FIRST)]
+    assert all(r["status"] == "unprobed" and r["detail"].startswith("not needed") for r in others)
+
+
+def test_healthy_last_costs_one_request_per_route_plus_one(tmp_path: Path) -> None:
+    scenario = mix(LAST)
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    healthy = "/".join(LAST)
+    assert report["served_by"]["agent_id"] == healthy
+    per_route: dict[str, int] = {}
+    for r in sent:
+        per_route[route(r)] = per_route.get(route(r), 0) + 1
+    assert len(sent) <= len(report["readiness"]) + 1 and max(per_route.values()) <= 2
+    ready = {r["agent_id"] for r in report["readiness"] if r["status"] == "ready"}
+    full = [route(r) for r in sent if r.max_tokens != PROBE_TOKENS]
+    # one full-size request to a route no probe found ready (the first, stalled), one served
+    assert len([a for a in full if a not in ready]) <= 1 and full.count(healthy) == 1
+    first = "/".join(FIRST)
+    attempts = {a["agent_id"]: a for a in report["attempts"]}
+    assert attempts[first]["outcome"] == "cancelled" and healthy in attempts[first]["detail"]
+    rows = {r["agent_id"]: r for r in report["readiness"]}
+    assert "cancelled" in rows[first]["detail"] and rows[healthy]["status"] == "ready"
+    # no stall was waited out: the first-byte bound is 20 s, the probe bound 10 s
+    assert report["time_to_reply_s"] < 8.0
+
+
+def test_all_stalled_is_bounded_by_the_deadline(tmp_path: Path) -> None:
+    scenario = Scenario(
+        "stalled",
+        "every route silent",
+        {a: {f"vendor/model-{i}": "stall" for i in range(4)} for a in ("nim_a", "nim_b", "router")},
+        healthy=None,
+    )
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path, "--deadline", "4")
+    assert report["served_by"] is None and report["elapsed_s"] <= 4.5
+    assert len(sent) <= 12 and len([r for r in sent if r.max_tokens != PROBE_TOKENS]) == 1
+    assert all(r["status"] != "unprobed" or r["detail"] for r in report["readiness"])
+
+
+def test_warm_run_serves_the_remembered_route_with_one_request(tmp_path: Path) -> None:
+    scenario = mix(LAST)
+    os.environ[PORT_ENV] = free_port()  # memory knows an account by its base URL
+    try:
+        with fleet_for(scenario) as fleet:
+            state = ["--state", str(tmp_path / "state.json")]
+            chat(fleet, scenario, tmp_path, *state)
+            report, sent = chat(fleet, scenario, tmp_path, *state)
+    finally:
+        del os.environ[PORT_ENV]
+    assert report["served_by"]["agent_id"] == "/".join(LAST)
+    assert [route(r) for r in sent] == ["/".join(LAST)] and report["probes_sent"] == 0
+
+
+def test_eager_mode_probes_before_serving(tmp_path: Path) -> None:
+    scenario = mix(FIRST)
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path, policy='[preflight]\nmode = "eager"\n')
+    assert report["probes_sent"] == 6  # the default probe budget, probed at once
+    assert len([r for r in sent if r.max_tokens == PROBE_TOKENS]) == 6
+
+
+def test_preflight_mode_and_hedge_delay_are_validated() -> None:
+    assert (PreflightPolicy().mode, PreflightPolicy().hedge_delay) == ("hedged", 0.5)
+    policy = parse_policy('[preflight]\nmode = "eager"\nhedge_delay = 2\n')
+    assert (policy.preflight.mode, policy.preflight.hedge_delay) == ("eager", 2.0)
+    with pytest.raises(UsageError, match=r"preflight\.mode"):
+        parse_policy('[preflight]\nmode = "lazy"\n')
+    with pytest.raises(UsageError, match=r"preflight\.hedge_delay"):
+        parse_policy("[preflight]\nhedge_delay = 0\n")
