@@ -82,9 +82,9 @@ async def test_redis_ledger_day_window_and_closing(redis_server: RedisServer) ->
     await ledger.close("b", 20)
     closed = await ledger.reserve("b", Budget(rpm=5))
     assert not closed.granted and closed.window == "closed" and 19 < closed.wait_s <= 20
-    assert 0 < await c.pttl("t-day:ledger:b:closed") <= 20_000
+    assert 0 < await c.pttl("t-day:ledger:{b}:closed") <= 20_000
     stored = b" ".join(await c.keys("t-day:*"))
-    assert b"ledger:a:d" in stored and b"ledger:b:closed" in stored
+    assert b"ledger:{a}:d" in stored and b"ledger:{b}:closed" in stored
     await c.aclose()
 
 

@@ -377,11 +377,16 @@ async def review(
         budget,
         len(catalog.selected),
     )
-    memory = RunMemory.load(
-        store, entries=catalog.selected, environ=environ, secrets=secrets, policy=policy.memory
-    )
     shape = instructions_key(instructions)
     keys = {c.number: chunk_key(c, r, title, body, shape, repo=repo) for c in plan.chunks}
+    memory = RunMemory.load(
+        store,
+        entries=catalog.selected,
+        environ=environ,
+        secrets=secrets,
+        policy=policy.memory,
+        chunks=keys.values(),
+    )
     if reuse_reviews:
         reused, results_of = reused_chunks(plan.chunks, keys, memory, catalog)
     else:

@@ -18,6 +18,7 @@ import collections
 import math
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
@@ -162,25 +163,50 @@ return 1
 """
 
 
+def tag(account: str) -> str:
+    """``account`` as a Redis Cluster hash tag's content (braces replaced: the tag ends at the
+    first ``}``), so an account's three keys always hash to one slot."""
+    return account.replace("{", "(").replace("}", ")") or "-"
+
+
 class RedisLedger:
     """Sliding windows in Redis, reserved atomically by a Lua script (see the module doc).
 
-    Keys: ``{prefix}ledger:{account}:m`` and ``:d`` (sorted sets of reservation times, TTL one
-    window) and ``:closed`` (a reset time, TTL until then). ``client`` is a redis-py client whose
-    socket timeouts bound every call; a Redis error propagates to the caller, which decides to
-    go on without the ledger.
+    Keys: ``{prefix}ledger:{<account>}:m`` and ``:d`` (sorted sets of reservation times, TTL one
+    window) and ``:closed`` (a reset time, TTL until then): the account is a hash tag, so the
+    three keys a script touches share one slot of a Redis Cluster, and every key it touches is
+    passed in ``KEYS``. ``client`` is a redis-py asyncio client (or cluster client) whose socket
+    timeouts bound every call, or ``connect`` makes it at the first call; the scripts go by SHA
+    (``EVALSHA``, loaded on ``NOSCRIPT``). A Redis error propagates to the caller, which decides
+    to go on without the ledger.
     """
 
-    def __init__(self, client: Any, prefix: str = "relay-review:", health: Any = None) -> None:
+    def __init__(
+        self,
+        client: Any = None,
+        prefix: str = "relay-review:",
+        health: Any = None,
+        connect: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         self._client = client
+        self._connect = connect
         self._prefix = prefix
         #: shared with the store: a Redis found broken is reported once, then not called again
         self.health = health
-        self._reserve = client.register_script(_RESERVE)
-        self._close = client.register_script(_CLOSE)
+        self._scripts: tuple[Any, Any] | None = None
+
+    async def _ready(self) -> tuple[Any, Any]:
+        if self._scripts is None:
+            client = self._client
+            if client is None and self._connect is not None:
+                client = await self._connect()
+            if client is None:
+                raise ConnectionError("no Redis client")
+            self._scripts = (client.register_script(_RESERVE), client.register_script(_CLOSE))
+        return self._scripts
 
     def _keys(self, account: str) -> list[str]:
-        base = f"{self._prefix}ledger:{account}:"
+        base = f"{self._prefix}ledger:{{{tag(account)}}}:"
         return [base + "m", base + "d", base + "closed"]
 
     @property
@@ -195,7 +221,8 @@ class RedisLedger:
     async def reserve(self, account: str, budget: Budget) -> Reservation:
         if self.broken:
             raise ConnectionError("Redis was found unavailable earlier in this run")
-        granted, wait_ms, window = await self._reserve(
+        reserve, _ = await self._ready()
+        granted, wait_ms, window = await reserve(
             keys=self._keys(account),
             args=[budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex],
         )
@@ -206,4 +233,5 @@ class RedisLedger:
 
     async def close(self, account: str, seconds: float) -> None:
         if seconds > 0 and math.isfinite(seconds):
-            await self._close(keys=[self._keys(account)[2]], args=[max(1, int(seconds * 1000))])
+            _, close = await self._ready()
+            await close(keys=[self._keys(account)[2]], args=[max(1, int(seconds * 1000))])
