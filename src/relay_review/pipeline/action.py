@@ -123,7 +123,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: review"):
         run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
         store = KeptStore(
-            state_store(gh, repo, event, inputs),
+            state_store(gh, repo, event, inputs, policy.state.timeout_s),
             secrets=run_secrets,
             scope=findings_scope(event.repo_full_name, event.number),
         )
@@ -268,11 +268,14 @@ class KeptStore:
         return self.line()
 
 
-def state_store(gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs) -> Store:
-    """The store the ``state`` input names; ``comment`` reads our sticky comment only (found by
-    marker and author), when the review asks for it."""
+def state_store(
+    gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs, timeout: float | None = None
+) -> Store:
+    """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
+    ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
+    author), when the review asks for it."""
     if inputs.state != "comment":
-        return open_store(inputs.state)
+        return open_store(inputs.state, timeout=timeout)
     return open_store(
         "comment",
         lambda: sticky_body(repo, event.number, resolve_author(gh, inputs.comment_author)),

@@ -17,10 +17,11 @@ account counts); otherwise the provider's published free-tier limits for its fre
 (OpenRouter: 20/min, 50/day, counted apart from priced routes); otherwise none.
 
 A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
-within :data:`LEDGER_TIMEOUT_S`) is replaced for the rest of the run by an in-process one, with
-one warning naming the store and the cause: the budget still holds within this run. The swap is
-made once however many requests (concurrent probes and chunks) saw the failure: each caller
-whose call to the failed ledger raised goes on with the in-process one.
+within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
+the rest of the run by an in-process one, with one warning naming the store and the cause: the
+budget still holds within this run. The swap is made once however many requests (concurrent
+probes and chunks) saw the failure: each caller whose call to the failed ledger raised goes on
+with the in-process one.
 
 A provider's wait that closes the account's window is capped at :data:`LONGEST_CLOSE_S` (a
 hostile or broken ``Retry-After`` never closes a shared account for years).
@@ -39,7 +40,8 @@ from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger
 
 log = logging.getLogger("relay_review.routing")
 
-#: Longest a ledger call may take before the run goes on without the shared ledger.
+#: Longest a ledger call may take before the run goes on without the shared ledger (the
+#: default of ``[state] timeout_s``).
 LEDGER_TIMEOUT_S = 1.0
 #: Longest a provider's "nothing left until T" may close an account's window (its day).
 LONGEST_CLOSE_S = DAY_S
@@ -55,8 +57,10 @@ class AccountBudgets:
         ledger: Ledger | None = None,
         limits: Mapping[str, Budget] | None = None,
         identities: Mapping[str, str] | None = None,
+        timeout: float = LEDGER_TIMEOUT_S,
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
+        self.timeout = timeout  # [state] timeout_s: the longest one ledger call may take
         self.limits = dict(limits or {})  # account -> its policy budget
         self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
@@ -76,7 +80,7 @@ class AccountBudgets:
         """None when a slot was reserved (send the request); else the refusal as an outcome."""
         key, budget = self.budget_of(entry)
         answer = await self._call(
-            lambda ledger: ledger.reserve(key, budget), max(0.05, min(LEDGER_TIMEOUT_S, remaining))
+            lambda ledger: ledger.reserve(key, budget), max(0.05, min(self.timeout, remaining))
         )
         if answer.granted:
             return None
@@ -96,7 +100,7 @@ class AccountBudgets:
             return
         key, _ = self.budget_of(entry)
         seconds = min(outcome.retry_after, LONGEST_CLOSE_S)
-        await self._call(lambda ledger: ledger.close(key, seconds), LEDGER_TIMEOUT_S)
+        await self._call(lambda ledger: ledger.close(key, seconds), self.timeout)
 
     async def _call(self, op: Callable[[Ledger], Awaitable[T]], timeout: float) -> T:
         """``op`` on the ledger, bounded by ``timeout``; on any failure of a shared ledger,

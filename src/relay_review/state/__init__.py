@@ -59,15 +59,26 @@ ENV_VAR = "RELAY_REVIEW_STATE"
 log = logging.getLogger("relay_review.state")
 
 
-def open_store(url: str | None, read_body: Callable[[], str | None] | None = None) -> Store:
-    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``.
+def open_store(
+    url: str | None,
+    read_body: Callable[[], str | None] | None = None,
+    *,
+    timeout: float | None = None,
+) -> Store:
+    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``;
+    ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
     A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
         return CommentStore(read_body or (lambda: None))
     if url.startswith(("redis://", "rediss://")):
-        from relay_review.state.redis_store import RedisStore, redact_url, split_options
+        from relay_review.state.redis_store import (
+            TIMEOUT_S,
+            RedisStore,
+            redact_url,
+            split_options,
+        )
 
         if checks_off(url):
             log.warning(
@@ -76,7 +87,12 @@ def open_store(url: str | None, read_body: Callable[[], str | None] | None = Non
                 redact_url(url),
             )
         options = split_options(url)
-        return RedisStore(options.url, prefix=options.prefix, cluster=options.cluster)
+        return RedisStore(
+            options.url,
+            prefix=options.prefix,
+            cluster=options.cluster,
+            timeout=timeout or TIMEOUT_S,
+        )
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)
 
 

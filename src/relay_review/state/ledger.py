@@ -15,12 +15,15 @@ Redis; every key has a TTL). Nothing stored is a secret: account names, times an
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from redis.exceptions import NoScriptError
 
 MINUTE_S = 60.0
 DAY_S = 86_400.0
@@ -163,6 +166,28 @@ return 1
 """
 
 
+class Script:
+    """A Lua script sent by SHA (``EVALSHA``, one round trip on a warm connection) once the
+    server has it; the first call, and any call the server answers ``NOSCRIPT`` (a restarted
+    server, another cluster node, Redis 7.4+/Valkey 8+ evicting scripts), sends the text
+    (``EVAL``, which also caches it): never more than two round trips."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.sha = hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 (Redis's script id)
+        self.loaded = False
+
+    async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+        if self.loaded:
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                pass
+        result = await client.eval(self.text, len(keys), *keys, *args)
+        self.loaded = True
+        return result
+
+
 def tag(account: str) -> str:
     """``account`` as a Redis Cluster hash tag's content (braces replaced: the tag ends at the
     first ``}``), so an account's three keys always hash to one slot."""
@@ -177,7 +202,7 @@ class RedisLedger:
     three keys a script touches share one slot of a Redis Cluster, and every key it touches is
     passed in ``KEYS``. ``client`` is a redis-py asyncio client (or cluster client) whose socket
     timeouts bound every call, or ``connect`` makes it at the first call; the scripts go by SHA
-    (``EVALSHA``, loaded on ``NOSCRIPT``). A Redis error propagates to the caller, which decides
+    (:class:`Script`). A Redis error propagates to the caller, which decides
     to go on without the ledger.
     """
 
@@ -193,17 +218,15 @@ class RedisLedger:
         self._prefix = prefix
         #: shared with the store: a Redis found broken is reported once, then not called again
         self.health = health
-        self._scripts: tuple[Any, Any] | None = None
+        self._reserve = Script(_RESERVE)
+        self._close = Script(_CLOSE)
 
-    async def _ready(self) -> tuple[Any, Any]:
-        if self._scripts is None:
-            client = self._client
-            if client is None and self._connect is not None:
-                client = await self._connect()
-            if client is None:
-                raise ConnectionError("no Redis client")
-            self._scripts = (client.register_script(_RESERVE), client.register_script(_CLOSE))
-        return self._scripts
+    async def _ready(self) -> Any:
+        if self._client is None and self._connect is not None:
+            self._client = await self._connect()
+        if self._client is None:
+            raise ConnectionError("no Redis client")
+        return self._client
 
     def _keys(self, account: str) -> list[str]:
         base = f"{self._prefix}ledger:{{{tag(account)}}}:"
@@ -221,10 +244,9 @@ class RedisLedger:
     async def reserve(self, account: str, budget: Budget) -> Reservation:
         if self.broken:
             raise ConnectionError("Redis was found unavailable earlier in this run")
-        reserve, _ = await self._ready()
-        granted, wait_ms, window = await reserve(
-            keys=self._keys(account),
-            args=[budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex],
+        client = await self._ready()
+        granted, wait_ms, window = await self._reserve(
+            client, self._keys(account), [budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex]
         )
         if int(granted):
             return GRANTED
@@ -233,5 +255,5 @@ class RedisLedger:
 
     async def close(self, account: str, seconds: float) -> None:
         if seconds > 0 and math.isfinite(seconds):
-            _, close = await self._ready()
-            await close(keys=[self._keys(account)[2]], args=[max(1, int(seconds * 1000))])
+            client = await self._ready()
+            await self._close(client, [self._keys(account)[2]], [max(1, int(seconds * 1000))])
