@@ -25,7 +25,7 @@ def _free_port() -> int:
 class RedisServer:
     """One server process; ``url`` is ``redis://127.0.0.1:PORT/0``."""
 
-    def __init__(self, workdir: Path) -> None:
+    def __init__(self, workdir: Path, extra: tuple[str, ...] = ()) -> None:
         binary = shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (.ci/run installs Debian's redis-server)")
@@ -43,6 +43,7 @@ class RedisServer:
             "no",
             "--dir",
             str(workdir),
+            *extra,
         ]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._start()

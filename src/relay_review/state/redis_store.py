@@ -21,6 +21,10 @@ One key per entry, written only when newer than what is stored (a Lua script com
 times), so concurrent runs never overwrite each other's fresher memory. Nothing stored is a
 secret or diff text: route ids, outcome kinds, times, content hashes, verified findings.
 
+**Eviction:** at connect the store reads ``INFO`` (``maxmemory_policy``); where the server may
+evict the ledger's keys (``allkeys-*``, or ``volatile-*``: every key has a TTL), every run says
+so in one warning naming the setting to change.
+
 **Cluster:** at connect the store reads ``INFO`` (``cluster_enabled:1``) and then uses redis-py's
 cluster client, which finds the other nodes from the one named; ``?cluster=true`` says so
 without asking (``?cluster=false``: never a cluster client).
@@ -164,6 +168,21 @@ def split_prefix(url: str) -> tuple[str, str]:
     return options.url, options.prefix
 
 
+#: ``maxmemory-policy`` values under which the server may evict the ledger's keys (every one
+#: has a TTL, so ``volatile-*`` may too): an evicted window admits a whole budget again.
+EVICTING = ("allkeys-", "volatile-")
+
+
+def eviction_risk(info: Any) -> str | None:
+    """The server's ``maxmemory_policy`` when, with a ``maxmemory`` set, it may evict our keys
+    (read from ``INFO``, which managed services answer where ``CONFIG`` is disabled)."""
+    if not isinstance(info, dict):
+        return None
+    policy = str(info.get("maxmemory_policy", ""))
+    limit = str(info.get("maxmemory", "1"))
+    return policy if policy.startswith(EVICTING) and limit != "0" else None
+
+
 def cluster_enabled(info: Any) -> bool:
     """Whether an ``INFO`` reply (redis-py's dict) is from a Redis Cluster node."""
     return isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1"
@@ -237,6 +256,7 @@ class RedisStore:
         self._client: Any = None
         self._aclient: Any = None
         self._alock: asyncio.Lock | None = None
+        self._info_read = False
         self.ledger = RedisLedger(
             None, prefix=prefix, health=self.health, connect=self.async_client
         )
@@ -244,14 +264,31 @@ class RedisStore:
     def _options(self) -> dict[str, Any]:
         return {"socket_timeout": self.timeout, "socket_connect_timeout": self.timeout}
 
+    def _read_info(self, info: Any) -> None:
+        """What the server's ``INFO`` says, once per run: a cluster or not, and whether it may
+        evict the ledger's keys (one warning naming the setting to change)."""
+        self._info_read = True
+        if self.cluster is None:
+            self.cluster = cluster_enabled(info)
+        policy = eviction_risk(info)
+        if policy:
+            log.warning(
+                "state %s: the server's maxmemory-policy is %s, so under memory pressure it may "
+                "evict the quota ledger's keys and runs would then overrun their accounts' "
+                "budgets; set maxmemory-policy to noeviction, or give relay-review a dedicated "
+                "Redis (its own instance or cache)",
+                self.where,
+                policy,
+            )
+
     def client(self) -> Any:
         """The blocking client (memory), made at the first call: a cluster client when the
         URL says so or the server is a cluster node (``INFO``, one round trip)."""
         if self._client is None:
             plain = redis.Redis.from_url(self.url, **self._options())
-            if self.cluster is None:
+            if not self._info_read:
                 try:
-                    self.cluster = cluster_enabled(plain.info())
+                    self._read_info(plain.info())
                 except BaseException:
                     plain.close()
                     raise
@@ -271,9 +308,9 @@ class RedisStore:
         async with self._alock:
             if self._aclient is None:
                 plain = aioredis.Redis.from_url(self.url, **self._options())
-                if self.cluster is None:
+                if not self._info_read:
                     try:
-                        self.cluster = cluster_enabled(await plain.info())
+                        self._read_info(await plain.info())
                     except BaseException:
                         await plain.aclose()
                         raise
