@@ -19,9 +19,10 @@ account counts); otherwise the provider's published free-tier limits for its fre
 A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
 within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
 the rest of the run by an in-process one, with one warning naming the store and the cause: the
-budget still holds within this run. The swap is made once however many requests (concurrent
-probes and chunks) saw the failure: each caller whose call to the failed ledger raised goes on
-with the in-process one.
+budget still holds within this run, and the in-process ledger starts from what the shared one
+said this run (its grants' times, a refusal until it frees), never from a whole fresh window.
+The swap is made once however many requests (concurrent probes and chunks) saw the failure:
+each caller whose call to the failed ledger raised goes on with the in-process one.
 
 A provider's wait that closes the account's window is capped at :data:`LONGEST_CLOSE_S` (a
 hostile or broken ``Retry-After`` never closes a shared account for years).
@@ -31,12 +32,13 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from relay_review.models import CatalogEntry, Outcome, OutcomeKind
 from relay_review.providers.kinds import KINDS
-from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger
+from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger, Window
 
 log = logging.getLogger("relay_review.routing")
 
@@ -61,6 +63,9 @@ class AccountBudgets:
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
         self.timeout = timeout  # [state] timeout_s: the longest one ledger call may take
+        #: what the ledger said this run, per ledger key: grant times, the last refusal's end
+        self._granted: dict[str, list[float]] = {}
+        self._held: dict[str, tuple[float, Window]] = {}
         self.limits = dict(limits or {})  # account -> its policy budget
         self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
@@ -82,8 +87,14 @@ class AccountBudgets:
         answer = await self._call(
             lambda ledger: ledger.reserve(key, budget), max(0.05, min(self.timeout, remaining))
         )
+        now = time.time()
         if answer.granted:
+            mine = self._granted.setdefault(key, [])
+            mine[:] = [t for t in mine if t > now - DAY_S][-10_000:]
+            mine.append(now)
             return None
+        if answer.window in ("minute", "day"):
+            self._held[key] = (now + answer.wait_s, answer.window)
         self.refusals += 1
         return Outcome(
             kind=OutcomeKind.RATE_LIMITED,
@@ -119,7 +130,13 @@ class AccountBudgets:
         ``failed`` raised after another caller swapped it finds the swap made and says nothing."""
         if self.ledger is not failed:
             return
-        self.ledger = MemoryLedger()
+        fresh = MemoryLedger()
+        for key, times in self._granted.items():
+            fresh.seed(key, times, self._held.get(key))
+        for key, held in self._held.items():
+            if key not in self._granted:
+                fresh.seed(key, [], held)
+        self.ledger = fresh
         report = getattr(failed, "report_failure", None)
         if callable(report):
             report(exc)  # the store says it once, for memory and ledger together

@@ -77,12 +77,28 @@ class MemoryLedger:
         )
         self._day: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._closed: dict[str, float] = {}
+        self._held: dict[str, tuple[float, Window]] = {}
+
+    def seed(
+        self, account: str, granted: list[float], held: tuple[float, Window] | None = None
+    ) -> None:
+        """Start from what a shared ledger that was lost had said this run: the times it
+        granted this account's requests, and a refusal's window until it frees (so a lost
+        ledger never hands the run a whole fresh window)."""
+        for at in sorted(granted):
+            self._minute[account].append(at)
+            self._day[account].append(at)
+        if held is not None:
+            self._held[account] = held
 
     async def reserve(self, account: str, budget: Budget) -> Reservation:
         now = self._clock()
         closed = self._closed.get(account, 0.0)
         if closed > now:
             return Reservation(False, closed - now, "closed")
+        until, window = self._held.get(account, (0.0, "minute"))
+        if until > now:
+            return Reservation(False, until - now, window)
         checks: list[tuple[Window, collections.deque[float], int | None, float]] = [
             ("minute", self._minute[account], budget.rpm, MINUTE_S),
             ("day", self._day[account], budget.rpd, DAY_S),
@@ -103,7 +119,12 @@ class MemoryLedger:
             self._closed[account] = max(until, self._closed.get(account, 0.0))
 
 
-#: KEYS: minute zset, day zset, closed key. ARGV: rpm, rpd (0 = none), a unique member.
+#: KEYS: minute zset, day zset, closed key, epoch key. ARGV: rpm, rpd (0 = none), a unique
+#: member, the epoch this run last saw ('' at its first call), a new epoch, then this run's own
+#: grants (server ms, member) pairs. The epoch key is written at the run's first call; a later
+#: call that finds it gone or changed (Redis restarted empty, or its keys lost) puts this run's
+#: own grants back into the windows and returns changed = 1 (the run warns once).
+#: Returns {granted 0/1, wait in ms, window, server ms now, epoch, changed}.
 #: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
 #: {granted 0/1, wait in ms, window}. Keys that are not ours are input, not truth: another type
 #: is deleted, a closing that is not a number or has no TTL is deleted, a closing never outlasts
@@ -113,9 +134,29 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm = tonumber(ARGV[1])
 local rpd = tonumber(ARGV[2])
-for i, kind in ipairs({'zset', 'zset', 'string'}) do
+for i, kind in ipairs({'zset', 'zset', 'string', 'string'}) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then redis.call('DEL', KEYS[i]) end
+end
+local epoch = redis.call('GET', KEYS[4])
+local changed = 0
+if not epoch then
+  epoch = ARGV[5]
+  if ARGV[4] ~= '' then changed = 1 end
+elseif ARGV[4] ~= '' and epoch ~= ARGV[4] then
+  changed = 1
+end
+redis.call('SET', KEYS[4], epoch, 'PX', 86400000)
+if changed == 1 then
+  for i = 6, #ARGV - 1, 2 do
+    local at = tonumber(ARGV[i])
+    if at and at == at and at <= now and at > now - 86400000 then
+      if rpm > 0 and at > now - 60000 then redis.call('ZADD', KEYS[1], at, ARGV[i + 1]) end
+      if rpd > 0 then redis.call('ZADD', KEYS[2], at, ARGV[i + 1]) end
+    end
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], 86400000) end
 end
 local closed = tonumber(redis.call('GET', KEYS[3]) or '0')
 local left = redis.call('PTTL', KEYS[3])
@@ -124,7 +165,7 @@ if closed == nil or closed ~= closed or (closed > now and left < 0) then
   closed = 0
 end
 if closed > now + left then closed = now + left end
-if closed > now then return {0, closed - now, 'closed'} end
+if closed > now then return {0, closed - now, 'closed', now, epoch, changed} end
 local function full(key, limit, span)
   if limit <= 0 then return nil end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
@@ -136,9 +177,9 @@ local function full(key, limit, span)
   return nil
 end
 local wait = full(KEYS[1], rpm, 60000)
-if wait then return {0, wait, 'minute'} end
+if wait then return {0, wait, 'minute', now, epoch, changed} end
 wait = full(KEYS[2], rpd, 86400000)
-if wait then return {0, wait, 'day'} end
+if wait then return {0, wait, 'day', now, epoch, changed} end
 if rpm > 0 then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], 60000)
@@ -147,7 +188,7 @@ if rpd > 0 then
   redis.call('ZADD', KEYS[2], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[2], 86400000)
 end
-return {1, 0, ''}
+return {1, 0, '', now, epoch, changed}
 """
 
 #: KEYS: closed key. ARGV: milliseconds from now. Keeps the later of two closings.
@@ -188,6 +229,10 @@ class Script:
         return result
 
 
+#: The most of this run's own grants put back into a window found lost (a run sends a few).
+MAX_REPLAY = 200
+
+
 def tag(account: str) -> str:
     """``account`` as a Redis Cluster hash tag's content (braces replaced: the tag ends at the
     first ``}``), so an account's three keys always hash to one slot."""
@@ -220,6 +265,11 @@ class RedisLedger:
         self.health = health
         self._reserve = Script(_RESERVE)
         self._close = Script(_CLOSE)
+        #: per account: the epoch last seen, and this run's grants (server ms, member)
+        self._epochs: dict[str, str] = {}
+        self._grants: dict[str, list[tuple[int, str]]] = {}
+        #: accounts whose window was found lost this run (Redis restarted empty)
+        self.lost: list[str] = []
 
     async def _ready(self) -> Any:
         if self._client is None and self._connect is not None:
@@ -230,7 +280,7 @@ class RedisLedger:
 
     def _keys(self, account: str) -> list[str]:
         base = f"{self._prefix}ledger:{{{tag(account)}}}:"
-        return [base + "m", base + "d", base + "closed"]
+        return [base + "m", base + "d", base + "closed", base + "epoch"]
 
     @property
     def broken(self) -> bool:
@@ -245,10 +295,23 @@ class RedisLedger:
         if self.broken:
             raise ConnectionError("Redis was found unavailable earlier in this run")
         client = await self._ready()
-        granted, wait_ms, window = await self._reserve(
-            client, self._keys(account), [budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex]
-        )
+        member = uuid.uuid4().hex
+        mine = self._grants.setdefault(account, [])
+        args: list[Any] = [budget.rpm or 0, budget.rpd or 0, member]
+        args += [self._epochs.get(account, ""), uuid.uuid4().hex]
+        for at, old in mine[-MAX_REPLAY:]:
+            args += [at, old]
+        reply = await self._reserve(client, self._keys(account), args)
+        granted, wait_ms, window, now, epoch, changed = reply
+        self._epochs[account] = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        if int(changed) and account not in self.lost:
+            self.lost.append(account)
+            warn = getattr(self.health, "restarted", None)
+            if callable(warn):
+                warn(len(mine))
         if int(granted):
+            mine[:] = [g for g in mine if g[0] > int(now) - int(DAY_S * 1000)]
+            mine.append((int(now), member))
             return GRANTED
         name = window.decode() if isinstance(window, bytes) else str(window)
         return Reservation(False, int(wait_ms) / 1000, name)  # type: ignore[arg-type]

@@ -214,6 +214,7 @@ class Health:
     def __init__(self, where: str) -> None:
         self.where = where
         self.broken = False
+        self._restart_said = False
 
     def fail(self, exc: BaseException, doing: str) -> None:
         if not self.broken:
@@ -225,6 +226,19 @@ class Health:
                 type(exc).__name__,
             )
         self.broken = True
+
+    def restarted(self, replayed: int) -> None:
+        """The ledger's windows were found gone mid-run (Redis restarted empty, or its keys
+        lost): said once; this run put its own grants back (others do at their next call)."""
+        if not self._restart_said:
+            log.warning(
+                "state %s: the quota ledger's windows were lost during this run (Redis "
+                "restarted empty or its keys were evicted); this run put back its own %d "
+                "reservations, and other runs put back theirs at their next request",
+                self.where,
+                replayed,
+            )
+        self._restart_said = True
 
 
 class RedisStore:
