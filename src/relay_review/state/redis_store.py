@@ -67,6 +67,7 @@ from relay_review.state.memory import (
     parse,
 )
 from relay_review.state.stores import Wanted
+from relay_review.state.urls import url_secrets
 
 log = logging.getLogger("relay_review.state")
 
@@ -222,12 +223,35 @@ def url_password(url: str) -> str | None:
         return None
 
 
-class Health:
-    """One Redis per run, one warning: the first failure (load, ledger or save) says so, and
-    memory and the shared ledger are off for the rest of the run."""
+#: The most characters of redis-py's reason a warning quotes.
+MAX_REASON = 300
 
-    def __init__(self, where: str) -> None:
+
+def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
+    """``exc`` as the warning says it: its type and redis-py's own reason (a certificate that
+    failed and why, a refused connection, ...), on one line, at most :data:`MAX_REASON`
+    characters, with ``secrets`` (the URL's password) masked; a permission error names the
+    key pattern the ACL user needs."""
+    text = " ".join(str(exc).split())
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    if len(text) > MAX_REASON:
+        text = text[: MAX_REASON - 3] + "..."
+    said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
+        said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
+    return said
+
+
+class Health:
+    """One Redis per run, one warning: the first failure (load, ledger or save) says so, with
+    redis-py's reason (password masked), and memory and the shared ledger are off for the rest
+    of the run."""
+
+    def __init__(self, where: str, secrets: list[str] | None = None, prefix: str = "") -> None:
         self.where = where
+        self.secrets = list(secrets or [])
+        self.prefix = prefix
         self.broken = False
         self._restart_said = False
 
@@ -238,7 +262,7 @@ class Health:
                 "and with an in-process quota ledger",
                 self.where,
                 doing,
-                type(exc).__name__,
+                reason(exc, self.secrets, self.prefix),
             )
         self.broken = True
 
@@ -273,7 +297,7 @@ class RedisStore:
     ) -> None:
         self.url = url
         self.where = redact_url(url)
-        self.health = Health(self.where)
+        self.health = Health(self.where, url_secrets(url), prefix)
         self.prefix = prefix
         self.timeout = timeout
         self._clock = clock or time.time

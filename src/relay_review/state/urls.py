@@ -8,7 +8,7 @@ scheme that is refused (``valkey://``: letters, digits and ``+.-`` only, never a
   database number, and only the query parameters ``prefix`` (matched literally; no braces: the
   store adds its own cluster hash tags), ``cluster`` (``true``: a Redis Cluster, without asking
   the server; ``false``: never) and, for ``rediss://``, ``ssl_cert_reqs`` (``none`` turns
-  certificate checks off: allowed, warned);
+  certificate checks off: allowed, warned) and ``ssl_ca_certs`` (a CA bundle's path);
 - anything else that starts like a URL (``word://``) is refused, never taken for a path;
 - every other text is a path.
 """
@@ -23,7 +23,7 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 #: Characters a user or password must percent-encode in a URL's authority.
 _UNSAFE = re.compile(r"[/?#@\[\]\s]|%(?![0-9A-Fa-f]{2})")
 #: The query parameters a Redis state URL may carry.
-QUERY = ("prefix", "cluster", "ssl_cert_reqs")
+QUERY = ("prefix", "cluster", "ssl_cert_reqs", "ssl_ca_certs")
 #: ``cluster`` values.
 CLUSTER = ("true", "false")
 #: ``ssl_cert_reqs`` values (redis-py's); ``none`` is warned about.
@@ -107,7 +107,8 @@ def _check_redis_url(url: str, action: bool) -> None:
     if any(name not in QUERY for name in names) or len(set(names)) != len(names):
         raise StateUrlError(
             "has a query parameter that is not allowed (or given twice); use only ?prefix=P, "
-            "?cluster=true|false and, for rediss://, ?ssl_cert_reqs=none|optional|required"
+            "?cluster=true|false and, for rediss://, ?ssl_cert_reqs=none|optional|required "
+            "and ?ssl_ca_certs=PATH"
         )
     values = {name: value for name, _, value in query}
     reqs = values.get("ssl_cert_reqs")
@@ -115,6 +116,14 @@ def _check_redis_url(url: str, action: bool) -> None:
         raise StateUrlError(
             "has ssl_cert_reqs that is not allowed; it is for rediss:// only, one of "
             + ", ".join(CERT_REQS)
+        )
+    ca = values.get("ssl_ca_certs")
+    if ca is not None and (
+        parts.scheme != "rediss" or not ca or not ca.isprintable() or len(ca) > 1024
+    ):
+        raise StateUrlError(
+            "has ssl_ca_certs that is not allowed; it is for rediss:// only: the path of a CA "
+            "bundle (PEM) to verify the server's certificate with"
         )
     prefix = values.get("prefix")
     if prefix is not None and (not prefix or not prefix.isprintable() or len(prefix) > 200):
