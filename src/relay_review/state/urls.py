@@ -29,7 +29,8 @@ CLUSTER = ("true", "false")
 #: ``ssl_cert_reqs`` values (redis-py's); ``none`` is warned about.
 CERT_REQS = ("none", "optional", "required")
 REDIS_FORM = (
-    "redis://[[USER]:PASSWORD@]HOST[:PORT][/DB][?prefix=P][&cluster=true] (rediss:// for TLS)"
+    "redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P][&cluster=true] (rediss:// for TLS; "
+    "USER:PASSWORD@ for an ACL user)"
 )
 
 
