@@ -96,3 +96,21 @@ async def test_a_restart_empty_is_noticed_once_and_the_runs_grants_put_back(
     assert len(warned) == 1 and "put back its own 2" in warned[0]
     other = RedisStore(server.url, prefix="ep:")  # another run: sees the window put back
     assert not (await other.ledger.reserve("acct", budget)).granted
+
+
+async def test_the_in_process_ledger_counts_what_other_runs_had_reserved(
+    server: RedisServer,
+) -> None:
+    """Run B took 2 of 4; run A took 1 and then lost Redis: A grants one more, not four."""
+    e = entry("acct")
+    limits = {"acct": Budget(rpm=4)}
+    other = AccountBudgets(RedisStore(server.url, prefix="deg3:").ledger, limits, timeout=0.5)
+    assert await other.admit(e, 30) is None
+    assert await other.admit(e, 30) is None
+    mine = AccountBudgets(RedisStore(server.url, prefix="deg3:").ledger, limits, timeout=0.5)
+    assert await mine.admit(e, 30) is None  # the shared window now holds 3
+    server.kill()
+    assert await mine.admit(e, 30) is None  # the 4th
+    refused = await mine.admit(e, 30)
+    assert isinstance(mine.ledger, MemoryLedger)
+    assert refused is not None and "per-minute limit" in (refused.detail or "")

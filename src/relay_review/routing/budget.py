@@ -20,7 +20,8 @@ A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, 
 within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
 the rest of the run by an in-process one, with one warning naming the store and the cause: the
 budget still holds within this run, and the in-process ledger starts from what the shared one
-said this run (its grants' times, a refusal until it frees), never from a whole fresh window.
+said this run (its grants' times, a refusal until it frees, and how many reservations of every
+run its windows last held), never from a whole fresh window.
 The swap is made once however many requests (concurrent probes and chunks) saw the failure:
 each caller whose call to the failed ledger raised goes on with the in-process one.
 
@@ -66,6 +67,7 @@ class AccountBudgets:
         #: what the ledger said this run, per ledger key: grant times, the last refusal's end
         self._granted: dict[str, list[float]] = {}
         self._held: dict[str, tuple[float, Window]] = {}
+        self._seen: dict[str, tuple[float, int, int]] = {}  # when, minute and day counts
         self.limits = dict(limits or {})  # account -> its policy budget
         self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
@@ -88,6 +90,8 @@ class AccountBudgets:
             lambda ledger: ledger.reserve(key, budget), max(0.05, min(self.timeout, remaining))
         )
         now = time.time()
+        if answer.in_window is not None:
+            self._seen[key] = (now, *answer.in_window)
         if answer.granted:
             mine = self._granted.setdefault(key, [])
             mine[:] = [t for t in mine if t > now - DAY_S][-10_000:]
@@ -131,11 +135,8 @@ class AccountBudgets:
         if self.ledger is not failed:
             return
         fresh = MemoryLedger()
-        for key, times in self._granted.items():
-            fresh.seed(key, times, self._held.get(key))
-        for key, held in self._held.items():
-            if key not in self._granted:
-                fresh.seed(key, [], held)
+        for key in {*self._granted, *self._held, *self._seen}:
+            fresh.seed(key, self._granted.get(key, []), self._held.get(key), self._seen.get(key))
         self.ledger = fresh
         report = getattr(failed, "report_failure", None)
         if callable(report):

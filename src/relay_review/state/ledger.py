@@ -46,6 +46,9 @@ class Reservation:
     granted: bool
     wait_s: float = 0.0
     window: Window | None = None
+    #: a shared ledger's count of the account's reservations in its minute and day windows
+    #: after this answer (every run's), for the in-process ledger to start from if it is lost
+    in_window: tuple[int, int] | None = None
 
     @property
     def detail(self) -> str:
@@ -80,14 +83,27 @@ class MemoryLedger:
         self._held: dict[str, tuple[float, Window]] = {}
 
     def seed(
-        self, account: str, granted: list[float], held: tuple[float, Window] | None = None
+        self,
+        account: str,
+        granted: list[float],
+        held: tuple[float, Window] | None = None,
+        seen: tuple[float, int, int] | None = None,
     ) -> None:
         """Start from what a shared ledger that was lost had said this run: the times it
-        granted this account's requests, and a refusal's window until it frees (so a lost
-        ledger never hands the run a whole fresh window)."""
-        for at in sorted(granted):
-            self._minute[account].append(at)
-            self._day[account].append(at)
+        granted this account's requests, a refusal's window until it frees, and ``seen``
+        (when, and how many reservations of every run its minute and day windows held then;
+        the others' counted as made at that time), so a lost ledger never hands the run a
+        whole fresh window."""
+        mine = sorted(granted)
+        minute, day = list(mine), list(mine)
+        if seen is not None:
+            at, in_minute, in_day = seen
+            others_m = in_minute - sum(1 for t in mine if at - MINUTE_S < t <= at)
+            others_d = in_day - sum(1 for t in mine if at - DAY_S < t <= at)
+            minute += [at] * max(0, min(others_m, 10_000))
+            day += [at] * max(0, min(others_d, 100_000))
+        self._minute[account].extend(sorted(minute))
+        self._day[account].extend(sorted(day))
         if held is not None:
             self._held[account] = held
 
@@ -124,7 +140,8 @@ class MemoryLedger:
 #: grants (server ms, member) pairs. The epoch key is written at the run's first call; a later
 #: call that finds it gone or changed (Redis restarted empty, or its keys lost) puts this run's
 #: own grants back into the windows and returns changed = 1 (the run warns once).
-#: Returns {granted 0/1, wait in ms, window, server ms now, epoch, changed}.
+#: Returns {granted 0/1, wait in ms, window, server ms now, epoch, changed, {minute count, day
+#: count}} (the counts: every run's reservations of the account, for a lost ledger's stand-in).
 #: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
 #: {granted 0/1, wait in ms, window}. Keys that are not ours are input, not truth: another type
 #: is deleted, a closing that is not a number or has no TTL is deleted, a closing never outlasts
@@ -137,6 +154,9 @@ local rpd = tonumber(ARGV[2])
 for i, kind in ipairs({'zset', 'zset', 'string', 'string'}) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then redis.call('DEL', KEYS[i]) end
+end
+local function counts()
+  return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
 end
 local epoch = redis.call('GET', KEYS[4])
 local changed = 0
@@ -165,7 +185,9 @@ if closed == nil or closed ~= closed or (closed > now and left < 0) then
   closed = 0
 end
 if closed > now + left then closed = now + left end
-if closed > now then return {0, closed - now, 'closed', now, epoch, changed} end
+if closed > now then
+  return {0, closed - now, 'closed', now, epoch, changed, counts()}
+end
 local function full(key, limit, span)
   if limit <= 0 then return nil end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
@@ -177,9 +199,9 @@ local function full(key, limit, span)
   return nil
 end
 local wait = full(KEYS[1], rpm, 60000)
-if wait then return {0, wait, 'minute', now, epoch, changed} end
+if wait then return {0, wait, 'minute', now, epoch, changed, counts()} end
 wait = full(KEYS[2], rpd, 86400000)
-if wait then return {0, wait, 'day', now, epoch, changed} end
+if wait then return {0, wait, 'day', now, epoch, changed, counts()} end
 if rpm > 0 then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], 60000)
@@ -188,7 +210,7 @@ if rpd > 0 then
   redis.call('ZADD', KEYS[2], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[2], 86400000)
 end
-return {1, 0, '', now, epoch, changed}
+return {1, 0, '', now, epoch, changed, counts()}
 """
 
 #: KEYS: closed key. ARGV: milliseconds from now. Keeps the later of two closings.
@@ -302,7 +324,8 @@ class RedisLedger:
         for at, old in mine[-MAX_REPLAY:]:
             args += [at, old]
         reply = await self._reserve(client, self._keys(account), args)
-        granted, wait_ms, window, now, epoch, changed = reply
+        granted, wait_ms, window, now, epoch, changed, counts = reply
+        seen = (int(counts[0]), int(counts[1]))
         self._epochs[account] = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
         if int(changed) and account not in self.lost:
             self.lost.append(account)
@@ -312,9 +335,9 @@ class RedisLedger:
         if int(granted):
             mine[:] = [g for g in mine if g[0] > int(now) - int(DAY_S * 1000)]
             mine.append((int(now), member))
-            return GRANTED
+            return Reservation(True, in_window=seen)
         name = window.decode() if isinstance(window, bytes) else str(window)
-        return Reservation(False, int(wait_ms) / 1000, name)  # type: ignore[arg-type]
+        return Reservation(False, int(wait_ms) / 1000, name, seen)  # type: ignore[arg-type]
 
     async def close(self, account: str, seconds: float) -> None:
         if seconds > 0 and math.isfinite(seconds):
