@@ -134,9 +134,6 @@ redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
 return 1
 """
 
-#: ``?cluster=`` values: ``true`` uses the cluster client without asking, ``false`` never does.
-CLUSTER = ("true", "false")
-
 
 @dataclass(frozen=True)
 class Options:
@@ -162,12 +159,6 @@ def split_options(url: str) -> Options:
         else:
             kept.append(item)
     return Options(parts._replace(query="&".join(kept)).geturl(), prefix, cluster)
-
-
-def split_prefix(url: str) -> tuple[str, str]:
-    """``(the URL without ?prefix=... and ?cluster=..., the key prefix)``."""
-    options = split_options(url)
-    return options.url, options.prefix
 
 
 #: ``maxmemory-policy`` values under which the server may evict the ledger's keys (every one
