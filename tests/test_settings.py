@@ -129,7 +129,7 @@ def test_full_policy_round_trip() -> None:
         (
             "limits = 3",
             "relay-review.toml: limits is not a known key; keys allowed in the policy: "
-            "catalog, accounts, discovery, preflight, serving, review, github, memory",
+            "catalog, accounts, discovery, preflight, serving, review, github, memory, state",
         ),
         (
             "catalog = 3",

@@ -76,6 +76,9 @@ def test_a_password_that_needs_encoding_is_refused_showing_none_of_it(url: str) 
         ("redis://cache:99999/0", "port"),
         ("redis://cache/0?prefix=", "prefix"),
         ("redis:///0", "no host"),
+        ("redis://cache/0?cluster=yes", "cluster"),
+        ("redis://cache/3?cluster=true", "database other than 0"),
+        ("redis://cache/0?prefix=%7Bp%7D:", "hash tags"),
     ],
 )
 def test_other_bad_redis_urls(url: str, why: str) -> None:
@@ -89,6 +92,8 @@ def test_other_bad_redis_urls(url: str, why: str) -> None:
         "rediss://:p%23ss%40w%2Frd@cache:6380/0?prefix=org*:",
         "redis://cache",
         "rediss://cache/3?ssl_cert_reqs=none&prefix=a",
+        "redis://node-1:7000?cluster=true&prefix=org:",
+        "rediss://relay:pw@cache:6380/0?cluster=false",
         "file:///tmp/state.json",
         "state/memory.json",
         "redis:cache.json",  # no "//": a file name

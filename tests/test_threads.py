@@ -509,6 +509,7 @@ def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
 
 
 def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
+    from relay_review.state import Wanted
     from relay_review.state.memory import FindingMemo, Memory
     from relay_review.state.redis_store import RedisStore
 
@@ -524,5 +525,5 @@ def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
     )
     store = RedisStore(redis_server.url, prefix="t24:")
     store.save(Memory(findings={"o/r#2:f1-" + "d" * 20: memo}))
-    again = RedisStore(redis_server.url, prefix="t24:").load()
+    again = RedisStore(redis_server.url, prefix="t24:").load(None, Wanted.of(findings=["o/r#2:"]))
     assert again.findings == {"o/r#2:f1-" + "d" * 20: memo}

@@ -305,6 +305,16 @@ class MemoryPolicy(_Section):
     findings: float = _opt(90 * 86400.0, "a number of seconds > 0", **_SECONDS)
 
 
+class StatePolicy(_Section):
+    """``[state]``: the shared store (Redis). ``timeout_s``: the longest one Redis connect, reply
+    or quota-ledger call may take before the run goes on without it (raise it for a Redis
+    far away: a hosted one in another region is 150 ms or more per round trip)."""
+
+    timeout_s: float = _opt(
+        1.0, "a number of seconds > 0, at most 30", gt=0, le=30, allow_inf_nan=False
+    )
+
+
 class Policy(_Section):
     """The whole policy file: one validated object, every section with its defaults."""
 
@@ -316,6 +326,7 @@ class Policy(_Section):
     review: ReviewPolicy = ReviewPolicy()
     github: GitHubPolicy = GitHubPolicy()
     memory: MemoryPolicy = MemoryPolicy()
+    state: StatePolicy = StatePolicy()
 
 
 # --------------------------------------------------------------------------------------------

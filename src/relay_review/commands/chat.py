@@ -50,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
     else:
         text = args.message
     messages = [{"role": "user", "content": text}]
-    store = store_from_args(args, os.environ)
+    store = store_from_args(args, os.environ, policy)
     report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages, store=store))
     if args.format == "json":
         print(json.dumps(report, indent=2))

@@ -176,15 +176,18 @@ def add_state_arg(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def store_from_args(args: argparse.Namespace, environ: Mapping[str, str]) -> Store:
-    """The store ``--state`` names, else ``RELAY_REVIEW_STATE`` (checked the same way)."""
+def store_from_args(
+    args: argparse.Namespace, environ: Mapping[str, str], policy: Policy | None = None
+) -> Store:
+    """The store ``--state`` names, else ``RELAY_REVIEW_STATE`` (checked the same way); its
+    calls bounded by ``policy``'s ``[state] timeout_s``."""
     url = getattr(args, "state", None)
     if url is None and environ.get(ENV_VAR, "").strip():
         try:
             url = check_state_url(environ[ENV_VAR])
         except ValueError as exc:
             raise UsageError(f"{ENV_VAR} (value hidden): {exc}") from None
-    return open_store(url)
+    return open_store(url, timeout=policy.state.timeout_s if policy else None)
 
 
 def read_json(path: str, what: str) -> Any:

@@ -86,7 +86,7 @@ def run(args: argparse.Namespace) -> int:
     if args.port:
         raise UsageError("--port belongs to --serve")
     policy = policy_from_args(args)
-    store = store_from_args(args, os.environ)
+    store = store_from_args(args, os.environ, policy)
     if args.scenario is None:
         report = pipeline.run_sync(run_review_drill(policy, store))
         if args.format == "json":

@@ -43,7 +43,9 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     report = pipeline.run_sync(
-        pipeline.preflight(catalog, policy, os.environ, store=store_from_args(args, os.environ))
+        pipeline.preflight(
+            catalog, policy, os.environ, store=store_from_args(args, os.environ, policy)
+        )
     )
     if args.format == "json":
         print(json.dumps(report, indent=2))

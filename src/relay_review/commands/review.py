@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             os.environ,
             title=title,
             body=body,
-            store=store_from_args(args, os.environ),
+            store=store_from_args(args, os.environ, policy),
         )
     )
     if args.format == "json":

@@ -64,7 +64,15 @@ from relay_review.settings import (
     resolve_accounts,
     resolve_require_zdr,
 )
-from relay_review.state import CommentStore, Limits, Memory, Store, open_store
+from relay_review.state import (
+    CommentStore,
+    Limits,
+    Memory,
+    Store,
+    Wanted,
+    findings_scope,
+    open_store,
+)
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -115,7 +123,11 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         heads = context_stage(repo, event, index, policy, remaining)
     with actions.group("relay-review: review"):
         run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
-        store = KeptStore(state_store(gh, repo, event, inputs), secrets=run_secrets)
+        store = KeptStore(
+            state_store(gh, repo, event, inputs, policy.state.timeout_s),
+            secrets=run_secrets,
+            scope=findings_scope(event.repo_full_name, event.number),
+        )
         with actions.stop_commands():  # attempt lines carry provider error texts
             report = asyncio.run(
                 review(
@@ -220,8 +232,9 @@ class KeptStore:
     the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
     record the review saved, and saves once more. Anything else goes to the store itself."""
 
-    def __init__(self, inner: Store, secrets: Sequence[str] = ()) -> None:
+    def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:
         self.inner = inner
+        self.scope = scope  # the pull request's findings: read with what the review needs
         self.secrets = list(secrets)  # what the lifecycle's save is scrubbed of, like the review's
         self.kind = inner.kind
         self.loaded = Memory()
@@ -230,8 +243,10 @@ class KeptStore:
     def __getattr__(self, name: str) -> Any:  # e.g. the Redis store's shared ledger
         return getattr(self.inner, name)
 
-    def load(self, limits: Limits | None = None) -> Memory:
-        self.loaded = self.inner.load(limits)
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
+        if self.scope:
+            wanted = (wanted or Wanted()) | Wanted.of(findings=[self.scope])
+        self.loaded = self.inner.load(limits, wanted)
         return self.loaded
 
     def save(self, memory: Memory) -> None:
@@ -255,11 +270,14 @@ class KeptStore:
         return self.line()
 
 
-def state_store(gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs) -> Store:
-    """The store the ``state`` input names; ``comment`` reads our sticky comment only (found by
-    marker and author), when the review asks for it."""
+def state_store(
+    gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs, timeout: float | None = None
+) -> Store:
+    """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
+    ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
+    author), when the review asks for it."""
     if inputs.state != "comment":
-        return open_store(inputs.state)
+        return open_store(inputs.state, timeout=timeout)
     return open_store(
         "comment",
         lambda: sticky_body(repo, event.number, resolve_author(gh, inputs.comment_author)),

@@ -27,7 +27,7 @@ from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
-from relay_review.state import Limits, Memory, NullStore, Store
+from relay_review.state import Limits, Memory, NullStore, Store, Wanted
 from relay_review.state.routes import Recalled, recall, remember
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
@@ -111,16 +111,19 @@ class RunMemory:
         environ: Mapping[str, str] | None = None,
         secrets: Iterable[str] = (),
         policy: MemoryPolicy | None = None,
+        chunks: Iterable[str] = (),
     ) -> RunMemory:
         """Read the store (never fails: an unusable one is empty, and entries impossible under
         ``policy``'s times are dropped, with one warning) and lay the entries of ``entries``'
-        accounts on the view by name."""
+        accounts on the view by name. A store of one key per entry reads only what this run
+        needs: ``entries``' routes and accounts and the review-cache keys ``chunks``."""
         store = store or NullStore()
         environ = environ or {}
         now = clock()
-        stored = store.load(Limits.of(policy, now)).fresh(now)
         identities = account_identities(entries, environ)
         routes = route_keys(entries, identities)
+        wanted = Wanted.of(routes.values(), identities.values(), chunks)
+        stored = store.load(Limits.of(policy, now), wanted).fresh(now)
         view = Memory(
             routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},
             accounts={n: stored.accounts[i] for n, i in identities.items() if i in stored.accounts},
@@ -136,6 +139,19 @@ class RunMemory:
             routes=routes,
             secrets=keys,
         )
+
+    def load_chunks(self, keys: Iterable[str], policy: MemoryPolicy | None = None) -> None:
+        """Add the review-cache entries ``keys`` that the first read did not hold (a store of
+        one key per entry reads by name; a store of one record held them all already)."""
+        missing = {k for k in keys if k not in self.memory.chunks}
+        if not missing:
+            return
+        now = self.clock()
+        more = self.store.load(Limits.of(policy, now), Wanted.of(chunks=missing)).fresh(now)
+        got = {k: v for k, v in more.chunks.items() if k in missing}
+        if got:
+            self.memory = self.memory.model_copy(update={"chunks": {**self.memory.chunks, **got}})
+            self.stored = self.stored.model_copy(update={"chunks": {**self.stored.chunks, **got}})
 
     def route_of(self, agent_id: str) -> str | None:
         """The stored key of this run's route ``agent_id`` (None: not in this run's catalog)."""

@@ -601,9 +601,6 @@ async def review(
         report.elapsed_s = round(time.monotonic() - started, 3)
         return report
 
-    memory = RunMemory.load(
-        store, entries=catalog.selected, environ=environ, secrets=secrets, policy=policy.memory
-    )
     scope = scope_key(r, title, body, instructions_key(instructions), repo=repo)
     packable = {
         f.path
@@ -615,6 +612,20 @@ async def review(
         for f in index.files
         if f.path in packable
     }
+    # a store of one key per entry (Redis) reads only these: the files' units, then the chunk
+    # reviews (their summaries) those units point to
+    memory = RunMemory.load(
+        store,
+        entries=catalog.selected,
+        environ=environ,
+        secrets=secrets,
+        policy=policy.memory,
+        chunks=units.values(),
+    )
+    memory.load_chunks(
+        {m.group for k in units.values() if (m := memory.memory.chunks.get(k)) and m.group},
+        policy=policy.memory,
+    )
     reused: dict[str, ReusedUnit] = {}
     if reuse_reviews:
         reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)

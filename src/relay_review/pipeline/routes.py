@@ -47,7 +47,9 @@ def account_budgets(
     free-tier limits for its free routes), kept in the store's shared ledger when it has one,
     under the account's identity (kind, base URL, key fingerprint), never its name."""
     limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
-    return AccountBudgets(getattr(store, "ledger", None), limits, identities)
+    return AccountBudgets(
+        getattr(store, "ledger", None), limits, identities, timeout=policy.state.timeout_s
+    )
 
 
 async def preflight(

@@ -17,10 +17,13 @@ account counts); otherwise the provider's published free-tier limits for its fre
 (OpenRouter: 20/min, 50/day, counted apart from priced routes); otherwise none.
 
 A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
-within :data:`LEDGER_TIMEOUT_S`) is replaced for the rest of the run by an in-process one, with
-one warning naming the store and the cause: the budget still holds within this run. The swap is
-made once however many requests (concurrent probes and chunks) saw the failure: each caller
-whose call to the failed ledger raised goes on with the in-process one.
+within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
+the rest of the run by an in-process one, with one warning naming the store and the cause: the
+budget still holds within this run, and the in-process ledger starts from what the shared one
+said this run (its grants' times, a refusal until it frees, and how many reservations of every
+run its windows last held), never from a whole fresh window.
+The swap is made once however many requests (concurrent probes and chunks) saw the failure:
+each caller whose call to the failed ledger raised goes on with the in-process one.
 
 A provider's wait that closes the account's window is capped at :data:`LONGEST_CLOSE_S` (a
 hostile or broken ``Retry-After`` never closes a shared account for years).
@@ -30,16 +33,18 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
 from relay_review.models import CatalogEntry, Outcome, OutcomeKind
 from relay_review.providers.kinds import KINDS
-from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger
+from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger, Window
 
 log = logging.getLogger("relay_review.routing")
 
-#: Longest a ledger call may take before the run goes on without the shared ledger.
+#: Longest a ledger call may take before the run goes on without the shared ledger (the
+#: default of ``[state] timeout_s``).
 LEDGER_TIMEOUT_S = 1.0
 #: Longest a provider's "nothing left until T" may close an account's window (its day).
 LONGEST_CLOSE_S = DAY_S
@@ -55,8 +60,14 @@ class AccountBudgets:
         ledger: Ledger | None = None,
         limits: Mapping[str, Budget] | None = None,
         identities: Mapping[str, str] | None = None,
+        timeout: float = LEDGER_TIMEOUT_S,
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
+        self.timeout = timeout  # [state] timeout_s: the longest one ledger call may take
+        #: what the ledger said this run, per ledger key: grant times, the last refusal's end
+        self._granted: dict[str, list[float]] = {}
+        self._held: dict[str, tuple[float, Window]] = {}
+        self._seen: dict[str, tuple[float, int, int]] = {}  # when, minute and day counts
         self.limits = dict(limits or {})  # account -> its policy budget
         self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
@@ -76,10 +87,18 @@ class AccountBudgets:
         """None when a slot was reserved (send the request); else the refusal as an outcome."""
         key, budget = self.budget_of(entry)
         answer = await self._call(
-            lambda ledger: ledger.reserve(key, budget), max(0.05, min(LEDGER_TIMEOUT_S, remaining))
+            lambda ledger: ledger.reserve(key, budget), max(0.05, min(self.timeout, remaining))
         )
+        now = time.time()
+        if answer.in_window is not None:
+            self._seen[key] = (now, *answer.in_window)
         if answer.granted:
+            mine = self._granted.setdefault(key, [])
+            mine[:] = [t for t in mine if t > now - DAY_S][-10_000:]
+            mine.append(now)
             return None
+        if answer.window in ("minute", "day"):
+            self._held[key] = (now + answer.wait_s, answer.window)
         self.refusals += 1
         return Outcome(
             kind=OutcomeKind.RATE_LIMITED,
@@ -96,7 +115,7 @@ class AccountBudgets:
             return
         key, _ = self.budget_of(entry)
         seconds = min(outcome.retry_after, LONGEST_CLOSE_S)
-        await self._call(lambda ledger: ledger.close(key, seconds), LEDGER_TIMEOUT_S)
+        await self._call(lambda ledger: ledger.close(key, seconds), self.timeout)
 
     async def _call(self, op: Callable[[Ledger], Awaitable[T]], timeout: float) -> T:
         """``op`` on the ledger, bounded by ``timeout``; on any failure of a shared ledger,
@@ -115,7 +134,10 @@ class AccountBudgets:
         ``failed`` raised after another caller swapped it finds the swap made and says nothing."""
         if self.ledger is not failed:
             return
-        self.ledger = MemoryLedger()
+        fresh = MemoryLedger()
+        for key in {*self._granted, *self._held, *self._seen}:
+            fresh.seed(key, self._granted.get(key, []), self._held.get(key), self._seen.get(key))
+        self.ledger = fresh
         report = getattr(failed, "report_failure", None)
         if callable(report):
             report(exc)  # the store says it once, for memory and ledger together

@@ -5,9 +5,10 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 - a plain path or ``file:PATH``: one JSON file, written atomically under a lock;
 - ``none``: no memory;
 - ``comment`` (the action only, its default): a hidden payload in the sticky comment;
-- ``redis://[:password@]host[:port][/db][?prefix=P]`` or ``rediss://...`` (TLS, certificate
-  verified unless ``ssl_cert_reqs=none``, which is warned about): shared by every run that uses
-  it, with the quota ledger (:mod:`.redis_store`).
+- ``redis://[[user]:password@]host[:port][/db][?prefix=P][&cluster=true]`` or ``rediss://...``
+  (TLS, certificate verified unless ``ssl_cert_reqs=none``, which is warned about): shared by
+  every run that uses it, with the quota ledger (:mod:`.redis_store`); a Redis Cluster through
+  any of its nodes (detected at connect, or ``cluster=true``).
 
 Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` checks them all,
 without echoing a password). Every record a store returns was validated when read
@@ -25,7 +26,14 @@ import logging
 from collections.abc import Callable
 
 from relay_review.state.memory import Limits, Memory
-from relay_review.state.stores import CommentStore, FileStore, NullStore, Store
+from relay_review.state.stores import (
+    CommentStore,
+    FileStore,
+    NullStore,
+    Store,
+    Wanted,
+    findings_scope,
+)
 from relay_review.state.urls import StateUrlError, check_state_url, checks_off, url_secrets
 
 __all__ = [
@@ -37,7 +45,9 @@ __all__ = [
     "NullStore",
     "StateUrlError",
     "Store",
+    "Wanted",
     "check_state_url",
+    "findings_scope",
     "open_store",
     "state_password",
     "url_secrets",
@@ -49,15 +59,26 @@ ENV_VAR = "RELAY_REVIEW_STATE"
 log = logging.getLogger("relay_review.state")
 
 
-def open_store(url: str | None, read_body: Callable[[], str | None] | None = None) -> Store:
-    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``.
+def open_store(
+    url: str | None,
+    read_body: Callable[[], str | None] | None = None,
+    *,
+    timeout: float | None = None,
+) -> Store:
+    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``;
+    ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
     A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
         return CommentStore(read_body or (lambda: None))
     if url.startswith(("redis://", "rediss://")):
-        from relay_review.state.redis_store import RedisStore, redact_url, split_prefix
+        from relay_review.state.redis_store import (
+            TIMEOUT_S,
+            RedisStore,
+            redact_url,
+            split_options,
+        )
 
         if checks_off(url):
             log.warning(
@@ -65,8 +86,13 @@ def open_store(url: str | None, read_body: Callable[[], str | None] | None = Non
                 "between this runner and Redis can read and change the shared memory and ledger",
                 redact_url(url),
             )
-        plain, prefix = split_prefix(url)
-        return RedisStore(plain, prefix=prefix)
+        options = split_options(url)
+        return RedisStore(
+            options.url,
+            prefix=options.prefix,
+            cluster=options.cluster,
+            timeout=timeout or TIMEOUT_S,
+        )
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)
 
 

@@ -15,11 +15,15 @@ Redis; every key has a TTL). Nothing stored is a secret: account names, times an
 from __future__ import annotations
 
 import collections
+import hashlib
 import math
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
+
+from redis.exceptions import NoScriptError
 
 MINUTE_S = 60.0
 DAY_S = 86_400.0
@@ -42,6 +46,9 @@ class Reservation:
     granted: bool
     wait_s: float = 0.0
     window: Window | None = None
+    #: a shared ledger's count of the account's reservations in its minute and day windows
+    #: after this answer (every run's), for the in-process ledger to start from if it is lost
+    in_window: tuple[int, int] | None = None
 
     @property
     def detail(self) -> str:
@@ -73,12 +80,41 @@ class MemoryLedger:
         )
         self._day: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
         self._closed: dict[str, float] = {}
+        self._held: dict[str, tuple[float, Window]] = {}
+
+    def seed(
+        self,
+        account: str,
+        granted: list[float],
+        held: tuple[float, Window] | None = None,
+        seen: tuple[float, int, int] | None = None,
+    ) -> None:
+        """Start from what a shared ledger that was lost had said this run: the times it
+        granted this account's requests, a refusal's window until it frees, and ``seen``
+        (when, and how many reservations of every run its minute and day windows held then;
+        the others' counted as made at that time), so a lost ledger never hands the run a
+        whole fresh window."""
+        mine = sorted(granted)
+        minute, day = list(mine), list(mine)
+        if seen is not None:
+            at, in_minute, in_day = seen
+            others_m = in_minute - sum(1 for t in mine if at - MINUTE_S < t <= at)
+            others_d = in_day - sum(1 for t in mine if at - DAY_S < t <= at)
+            minute += [at] * max(0, min(others_m, 10_000))
+            day += [at] * max(0, min(others_d, 100_000))
+        self._minute[account].extend(sorted(minute))
+        self._day[account].extend(sorted(day))
+        if held is not None:
+            self._held[account] = held
 
     async def reserve(self, account: str, budget: Budget) -> Reservation:
         now = self._clock()
         closed = self._closed.get(account, 0.0)
         if closed > now:
             return Reservation(False, closed - now, "closed")
+        until, window = self._held.get(account, (0.0, "minute"))
+        if until > now:
+            return Reservation(False, until - now, window)
         checks: list[tuple[Window, collections.deque[float], int | None, float]] = [
             ("minute", self._minute[account], budget.rpm, MINUTE_S),
             ("day", self._day[account], budget.rpd, DAY_S),
@@ -99,7 +135,13 @@ class MemoryLedger:
             self._closed[account] = max(until, self._closed.get(account, 0.0))
 
 
-#: KEYS: minute zset, day zset, closed key. ARGV: rpm, rpd (0 = none), a unique member.
+#: KEYS: minute zset, day zset, closed key, epoch key. ARGV: rpm, rpd (0 = none), a unique
+#: member, the epoch this run last saw ('' at its first call), a new epoch, then this run's own
+#: grants (server ms, member) pairs. The epoch key is written at the run's first call; a later
+#: call that finds it gone or changed (Redis restarted empty, or its keys lost) puts this run's
+#: own grants back into the windows and returns changed = 1 (the run warns once).
+#: Returns {granted 0/1, wait in ms, window, server ms now, epoch, changed, {minute count, day
+#: count}} (the counts: every run's reservations of the account, for a lost ledger's stand-in).
 #: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
 #: {granted 0/1, wait in ms, window}. Keys that are not ours are input, not truth: another type
 #: is deleted, a closing that is not a number or has no TTL is deleted, a closing never outlasts
@@ -109,9 +151,32 @@ local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local rpm = tonumber(ARGV[1])
 local rpd = tonumber(ARGV[2])
-for i, kind in ipairs({'zset', 'zset', 'string'}) do
+for i, kind in ipairs({'zset', 'zset', 'string', 'string'}) do
   local found = redis.call('TYPE', KEYS[i])['ok']
   if found ~= 'none' and found ~= kind then redis.call('DEL', KEYS[i]) end
+end
+local function counts()
+  return {redis.call('ZCARD', KEYS[1]), redis.call('ZCARD', KEYS[2])}
+end
+local epoch = redis.call('GET', KEYS[4])
+local changed = 0
+if not epoch then
+  epoch = ARGV[5]
+  if ARGV[4] ~= '' then changed = 1 end
+elseif ARGV[4] ~= '' and epoch ~= ARGV[4] then
+  changed = 1
+end
+redis.call('SET', KEYS[4], epoch, 'PX', 86400000)
+if changed == 1 then
+  for i = 6, #ARGV - 1, 2 do
+    local at = tonumber(ARGV[i])
+    if at and at == at and at <= now and at > now - 86400000 then
+      if rpm > 0 and at > now - 60000 then redis.call('ZADD', KEYS[1], at, ARGV[i + 1]) end
+      if rpd > 0 then redis.call('ZADD', KEYS[2], at, ARGV[i + 1]) end
+    end
+  end
+  if redis.call('EXISTS', KEYS[1]) == 1 then redis.call('PEXPIRE', KEYS[1], 60000) end
+  if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], 86400000) end
 end
 local closed = tonumber(redis.call('GET', KEYS[3]) or '0')
 local left = redis.call('PTTL', KEYS[3])
@@ -120,7 +185,9 @@ if closed == nil or closed ~= closed or (closed > now and left < 0) then
   closed = 0
 end
 if closed > now + left then closed = now + left end
-if closed > now then return {0, closed - now, 'closed'} end
+if closed > now then
+  return {0, closed - now, 'closed', now, epoch, changed, counts()}
+end
 local function full(key, limit, span)
   if limit <= 0 then return nil end
   redis.call('ZREMRANGEBYSCORE', key, '-inf', now - span)
@@ -132,9 +199,9 @@ local function full(key, limit, span)
   return nil
 end
 local wait = full(KEYS[1], rpm, 60000)
-if wait then return {0, wait, 'minute'} end
+if wait then return {0, wait, 'minute', now, epoch, changed, counts()} end
 wait = full(KEYS[2], rpd, 86400000)
-if wait then return {0, wait, 'day'} end
+if wait then return {0, wait, 'day', now, epoch, changed, counts()} end
 if rpm > 0 then
   redis.call('ZADD', KEYS[1], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[1], 60000)
@@ -143,7 +210,7 @@ if rpd > 0 then
   redis.call('ZADD', KEYS[2], now, ARGV[3])
   redis.call('PEXPIRE', KEYS[2], 86400000)
 end
-return {1, 0, ''}
+return {1, 0, '', now, epoch, changed, counts()}
 """
 
 #: KEYS: closed key. ARGV: milliseconds from now. Keeps the later of two closings.
@@ -162,26 +229,80 @@ return 1
 """
 
 
+class Script:
+    """A Lua script sent by SHA (``EVALSHA``, one round trip on a warm connection) once the
+    server has it; the first call, and any call the server answers ``NOSCRIPT`` (a restarted
+    server, another cluster node, Redis 7.4+/Valkey 8+ evicting scripts), sends the text
+    (``EVAL``, which also caches it): never more than two round trips."""
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.sha = hashlib.sha1(text.encode()).hexdigest()  # noqa: S324 (Redis's script id)
+        self.loaded = False
+
+    async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+        if self.loaded:
+            try:
+                return await client.evalsha(self.sha, len(keys), *keys, *args)
+            except NoScriptError:
+                pass
+        result = await client.eval(self.text, len(keys), *keys, *args)
+        self.loaded = True
+        return result
+
+
+#: The most of this run's own grants put back into a window found lost (a run sends a few).
+MAX_REPLAY = 200
+
+
+def tag(account: str) -> str:
+    """``account`` as a Redis Cluster hash tag's content (braces replaced: the tag ends at the
+    first ``}``), so an account's three keys always hash to one slot."""
+    return account.replace("{", "(").replace("}", ")") or "-"
+
+
 class RedisLedger:
     """Sliding windows in Redis, reserved atomically by a Lua script (see the module doc).
 
-    Keys: ``{prefix}ledger:{account}:m`` and ``:d`` (sorted sets of reservation times, TTL one
-    window) and ``:closed`` (a reset time, TTL until then). ``client`` is a redis-py client whose
-    socket timeouts bound every call; a Redis error propagates to the caller, which decides to
-    go on without the ledger.
+    Keys: ``{prefix}ledger:{<account>}:m`` and ``:d`` (sorted sets of reservation times, TTL one
+    window) and ``:closed`` (a reset time, TTL until then): the account is a hash tag, so the
+    three keys a script touches share one slot of a Redis Cluster, and every key it touches is
+    passed in ``KEYS``. ``client`` is a redis-py asyncio client (or cluster client) whose socket
+    timeouts bound every call, or ``connect`` makes it at the first call; the scripts go by SHA
+    (:class:`Script`). A Redis error propagates to the caller, which decides
+    to go on without the ledger.
     """
 
-    def __init__(self, client: Any, prefix: str = "relay-review:", health: Any = None) -> None:
+    def __init__(
+        self,
+        client: Any = None,
+        prefix: str = "relay-review:",
+        health: Any = None,
+        connect: Callable[[], Awaitable[Any]] | None = None,
+    ) -> None:
         self._client = client
+        self._connect = connect
         self._prefix = prefix
         #: shared with the store: a Redis found broken is reported once, then not called again
         self.health = health
-        self._reserve = client.register_script(_RESERVE)
-        self._close = client.register_script(_CLOSE)
+        self._reserve = Script(_RESERVE)
+        self._close = Script(_CLOSE)
+        #: per account: the epoch last seen, and this run's grants (server ms, member)
+        self._epochs: dict[str, str] = {}
+        self._grants: dict[str, list[tuple[int, str]]] = {}
+        #: accounts whose window was found lost this run (Redis restarted empty)
+        self.lost: list[str] = []
+
+    async def _ready(self) -> Any:
+        if self._client is None and self._connect is not None:
+            self._client = await self._connect()
+        if self._client is None:
+            raise ConnectionError("no Redis client")
+        return self._client
 
     def _keys(self, account: str) -> list[str]:
-        base = f"{self._prefix}ledger:{account}:"
-        return [base + "m", base + "d", base + "closed"]
+        base = f"{self._prefix}ledger:{{{tag(account)}}}:"
+        return [base + "m", base + "d", base + "closed", base + "epoch"]
 
     @property
     def broken(self) -> bool:
@@ -195,15 +316,30 @@ class RedisLedger:
     async def reserve(self, account: str, budget: Budget) -> Reservation:
         if self.broken:
             raise ConnectionError("Redis was found unavailable earlier in this run")
-        granted, wait_ms, window = await self._reserve(
-            keys=self._keys(account),
-            args=[budget.rpm or 0, budget.rpd or 0, uuid.uuid4().hex],
-        )
+        client = await self._ready()
+        member = uuid.uuid4().hex
+        mine = self._grants.setdefault(account, [])
+        args: list[Any] = [budget.rpm or 0, budget.rpd or 0, member]
+        args += [self._epochs.get(account, ""), uuid.uuid4().hex]
+        for at, old in mine[-MAX_REPLAY:]:
+            args += [at, old]
+        reply = await self._reserve(client, self._keys(account), args)
+        granted, wait_ms, window, now, epoch, changed, counts = reply
+        seen = (int(counts[0]), int(counts[1]))
+        self._epochs[account] = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
+        if int(changed) and account not in self.lost:
+            self.lost.append(account)
+            warn = getattr(self.health, "restarted", None)
+            if callable(warn):
+                warn(len(mine))
         if int(granted):
-            return GRANTED
+            mine[:] = [g for g in mine if g[0] > int(now) - int(DAY_S * 1000)]
+            mine.append((int(now), member))
+            return Reservation(True, in_window=seen)
         name = window.decode() if isinstance(window, bytes) else str(window)
-        return Reservation(False, int(wait_ms) / 1000, name)  # type: ignore[arg-type]
+        return Reservation(False, int(wait_ms) / 1000, name, seen)  # type: ignore[arg-type]
 
     async def close(self, account: str, seconds: float) -> None:
         if seconds > 0 and math.isfinite(seconds):
-            await self._close(keys=[self._keys(account)[2]], args=[max(1, int(seconds * 1000))])
+            client = await self._ready()
+            await self._close(client, [self._keys(account)[2]], [max(1, int(seconds * 1000))])

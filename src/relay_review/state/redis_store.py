@@ -1,16 +1,33 @@
 """``redis://`` and ``rediss://``: memory across runs and the quota ledger shared by every run
-that uses the same Redis (any Redis >= 6, or Valkey).
+that uses the same Redis (any Redis >= 6, Valkey, or a Redis Cluster reached through any of its
+nodes).
 
 Key layout (``prefix`` defaults to ``relay-review:``; every key has a TTL):
 
-- ``{prefix}m:route:{agent_id}``, ``{prefix}m:account:{name}``: a route's or an account's last
-  outcome (a :class:`~relay_review.state.memory.RouteMemo` as JSON), until its memo runs out;
+- ``{prefix}m:route:{route key}``, ``{prefix}m:account:{identity}``: a route's or an account's
+  last outcome (a :class:`~relay_review.state.memory.RouteMemo` as JSON), until its memo runs out;
 - ``{prefix}m:chunk:{content hash}``: a reviewed chunk's verified findings, until its TTL;
-- ``{prefix}ledger:{account}:m`` / ``:d`` / ``:closed``: the quota ledger (:mod:`.ledger`).
+- ``{prefix}m:finding:{scope}{fingerprint}`` with ``{prefix}m:findings:{scope}``, the set of a
+  pull request's finding keys (``scope`` is ``owner/repo#N:``);
+- ``{prefix}ledger:{<account>}:m`` / ``:d`` / ``:closed``: the quota ledger (:mod:`.ledger`),
+  the account in a hash tag so the three keys one script touches share a cluster slot.
+
+**Read by name, never scanned:** a run reads the keys it needs (:class:`~.stores.Wanted`: its
+catalog's routes and accounts, its chunks' keys, its pull request's findings), in one pipeline
+(two with findings: their set, then their keys), whatever else the database holds. Every command
+touches one key, so a cluster serves it from the node holding that key's slot.
 
 One key per entry, written only when newer than what is stored (a Lua script compares the
 times), so concurrent runs never overwrite each other's fresher memory. Nothing stored is a
 secret or diff text: route ids, outcome kinds, times, content hashes, verified findings.
+
+**Eviction:** at connect the store reads ``INFO`` (``maxmemory_policy``); where the server may
+evict the ledger's keys (``allkeys-*``, or ``volatile-*``: every key has a TTL), every run says
+so in one warning naming the setting to change.
+
+**Cluster:** at connect the store reads ``INFO`` (``cluster_enabled:1``) and then uses redis-py's
+cluster client, which finds the other nodes from the one named; ``?cluster=true`` says so
+without asking (``?cluster=false``: never a cluster client).
 
 Every call is bounded by ``timeout`` (socket connect and read). Redis unreachable or failing,
 at load or at save: one warning, and the run goes on without memory (it never fails a run).
@@ -19,15 +36,20 @@ at load or at save: one warning, and the run goes on without memory (it never fa
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
+import inspect
 import logging
 import re
 import time
+from dataclasses import dataclass
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.cluster as aiocluster
+import redis.cluster
 
 from relay_review.state.ledger import RedisLedger
 from relay_review.state.memory import (
@@ -44,6 +66,8 @@ from relay_review.state.memory import (
     entry,
     parse,
 )
+from relay_review.state.stores import Wanted
+from relay_review.state.urls import url_secrets
 
 log = logging.getLogger("relay_review.state")
 
@@ -52,11 +76,14 @@ DEFAULT_PREFIX = "relay-review:"
 TIMEOUT_S = 1.0
 #: Most memory keys one run reads (an org's routes and recent chunks fit many times over).
 MAX_KEYS = 5000
+#: Most finding keys read from one pull request's set (publishing keeps at most 200).
+MAX_FINDINGS = 500
 
 #: The most bytes one stored entry may take (a chunk memo is a few KB; anything bigger is not ours).
 MAX_ENTRY_BYTES = 256 * 1024
-#: Keys read per MGET (bounds one reply: at most this many entries of at most MAX_ENTRY_BYTES).
-BATCH = 100
+
+#: A finding's name in memory: its pull request's scope (``owner/repo#N:``), then its fingerprint.
+_SCOPE = re.compile(r"^([^#]*#[0-9]+:)")
 
 #: KEYS[1]: the entry. ARGV: JSON, its time, TTL in ms, the latest time a stored entry may have
 #: (now + skew), the most bytes an entry may take. Writes unless the stored entry is a usable
@@ -95,28 +122,77 @@ end
 return 0
 """
 
-_GLOB = re.compile(r"([*?\[\]\\])")
+#: KEYS[1]: a pull request's set of finding keys. ARGV: TTL in ms, then the keys. Replaces the
+#: set (another type there is not ours: deleted) with this run's keys, or deletes it for none.
+_SET_INDEX = """
+redis.call('DEL', KEYS[1])
+if #ARGV < 2 then return 0 end
+for i = 2, #ARGV, 500 do
+  redis.call('SADD', KEYS[1], unpack(ARGV, i, math.min(i + 499, #ARGV)))
+end
+redis.call('PEXPIRE', KEYS[1], tonumber(ARGV[1]))
+return 1
+"""
 
 
-def glob_escape(text: str) -> str:
-    """``text`` matched literally in a SCAN ``MATCH`` pattern (``*``, ``?``, ``[``, ``]`` and
-    backslash escaped), so a prefix holding them never reads another setup's keys."""
-    return _GLOB.sub(r"\\\1", text)
+@dataclass(frozen=True)
+class Options:
+    """What a state URL says beyond what redis-py reads: the key prefix, and cluster or not
+    (None: ask the server at connect)."""
+
+    url: str
+    prefix: str = DEFAULT_PREFIX
+    cluster: bool | None = None
 
 
-def split_prefix(url: str) -> tuple[str, str]:
-    """``(the URL without ?prefix=..., the key prefix)``; the default prefix when none is given."""
+def split_options(url: str) -> Options:
+    """The URL without ``?prefix=`` and ``?cluster=`` (what redis-py is given), and their values."""
     parts = urlsplit(url)
-    query = [p for p in parts.query.split("&") if p]
-    prefix = DEFAULT_PREFIX
+    prefix, cluster = DEFAULT_PREFIX, None
     kept = []
-    for item in query:
+    for item in (p for p in parts.query.split("&") if p):
         name, _, value = item.partition("=")
         if name == "prefix" and value:
             prefix = unquote(value)
+        elif name == "cluster":
+            cluster = unquote(value).lower() == "true"
         else:
             kept.append(item)
-    return parts._replace(query="&".join(kept)).geturl(), prefix
+    return Options(parts._replace(query="&".join(kept)).geturl(), prefix, cluster)
+
+
+#: ``maxmemory-policy`` values under which the server may evict the ledger's keys (every one
+#: has a TTL, so ``volatile-*`` may too): an evicted window admits a whole budget again.
+EVICTING = ("allkeys-", "volatile-")
+
+
+def eviction_risk(info: Any) -> str | None:
+    """The server's ``maxmemory_policy`` when, with a ``maxmemory`` set, it may evict our keys
+    (read from ``INFO``, which managed services answer where ``CONFIG`` is disabled)."""
+    if not isinstance(info, dict):
+        return None
+    policy = str(info.get("maxmemory_policy", ""))
+    limit = str(info.get("maxmemory", "1"))
+    return policy if policy.startswith(EVICTING) and limit != "0" else None
+
+
+def _no_setinfo() -> dict[str, Any]:
+    """Client options that skip ``CLIENT SETINFO`` at connect (two replies fewer on a cold
+    connection: what a distant Redis pays most for), in whichever form this redis-py takes."""
+    params = inspect.signature(redis.Redis.__init__).parameters
+    if "driver_info" in params:
+        return {"driver_info": None}
+    if "lib_name" in params:
+        return {"lib_name": None, "lib_version": None}
+    return {}
+
+
+NO_SETINFO = _no_setinfo()
+
+
+def cluster_enabled(info: Any) -> bool:
+    """Whether an ``INFO`` reply (redis-py's dict) is from a Redis Cluster node."""
+    return isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1"
 
 
 def redact_url(url: str) -> str:
@@ -138,13 +214,37 @@ def url_password(url: str) -> str | None:
         return None
 
 
-class Health:
-    """One Redis per run, one warning: the first failure (load, ledger or save) says so, and
-    memory and the shared ledger are off for the rest of the run."""
+#: The most characters of redis-py's reason a warning quotes.
+MAX_REASON = 300
 
-    def __init__(self, where: str) -> None:
+
+def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
+    """``exc`` as the warning says it: its type and redis-py's own reason (a certificate that
+    failed and why, a refused connection, ...), on one line, at most :data:`MAX_REASON`
+    characters, with ``secrets`` (the URL's password) masked; a permission error names the
+    key pattern the ACL user needs."""
+    text = " ".join(str(exc).split())
+    for secret in sorted(secrets, key=len, reverse=True):
+        text = text.replace(secret, "***")
+    if len(text) > MAX_REASON:
+        text = text[: MAX_REASON - 3] + "..."
+    said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    if isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
+        said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
+    return said
+
+
+class Health:
+    """One Redis per run, one warning: the first failure (load, ledger or save) says so, with
+    redis-py's reason (password masked), and memory and the shared ledger are off for the rest
+    of the run."""
+
+    def __init__(self, where: str, secrets: list[str] | None = None, prefix: str = "") -> None:
         self.where = where
+        self.secrets = list(secrets or [])
+        self.prefix = prefix
         self.broken = False
+        self._restart_said = False
 
     def fail(self, exc: BaseException, doing: str) -> None:
         if not self.broken:
@@ -153,14 +253,27 @@ class Health:
                 "and with an in-process quota ledger",
                 self.where,
                 doing,
-                type(exc).__name__,
+                reason(exc, self.secrets, self.prefix),
             )
         self.broken = True
 
+    def restarted(self, replayed: int) -> None:
+        """The ledger's windows were found gone mid-run (Redis restarted empty, or its keys
+        lost): said once; this run put its own grants back (others do at their next call)."""
+        if not self._restart_said:
+            log.warning(
+                "state %s: the quota ledger's windows were lost during this run (Redis "
+                "restarted empty or its keys were evicted); this run put back its own %d "
+                "reservations, and other runs put back theirs at their next request",
+                self.where,
+                replayed,
+            )
+        self._restart_said = True
+
 
 class RedisStore:
-    """Memory in Redis, one key per entry (see the module doc); :attr:`ledger` shares the
-    quota windows through the same server."""
+    """Memory in Redis, one key per entry, read by name (see the module doc); :attr:`ledger`
+    shares the quota windows through the same server (or cluster)."""
 
     kind = "redis"
 
@@ -171,29 +284,97 @@ class RedisStore:
         prefix: str = DEFAULT_PREFIX,
         timeout: float = TIMEOUT_S,
         clock: Any = None,
+        cluster: bool | None = None,
     ) -> None:
         self.url = url
         self.where = redact_url(url)
-        self.health = Health(self.where)
+        self.health = Health(self.where, url_secrets(url), prefix)
         self.prefix = prefix
+        self.timeout = timeout
         self._clock = clock or time.time
+        #: True/False once known (given, or read from the server at the first connect)
+        self.cluster = cluster
         #: keys found unusable at load ({key: SHA-1 of the value read, or ''}): deleted at save
         self._bad: dict[bytes, str] = {}
         self._refused: list[str] = []
-        self._client = redis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
+        self._client: Any = None
+        self._aclient: Any = None
+        self._alock: asyncio.Lock | None = None
+        self._info_read = False
+        self.ledger = RedisLedger(
+            None, prefix=prefix, health=self.health, connect=self.async_client
         )
-        shared = aioredis.Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout
-        )
-        self.ledger = RedisLedger(shared, prefix=prefix, health=self.health)
+
+    def _options(self) -> dict[str, Any]:
+        return {
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+            **NO_SETINFO,
+        }
+
+    def _read_info(self, info: Any) -> None:
+        """What the server's ``INFO`` says, once per run: a cluster or not, and whether it may
+        evict the ledger's keys (one warning naming the setting to change)."""
+        self._info_read = True
+        if self.cluster is None:
+            self.cluster = cluster_enabled(info)
+        policy = eviction_risk(info)
+        if policy:
+            log.warning(
+                "state %s: the server's maxmemory-policy is %s, so under memory pressure it may "
+                "evict the quota ledger's keys and runs would then overrun their accounts' "
+                "budgets; set maxmemory-policy to noeviction, or give relay-review a dedicated "
+                "Redis (its own instance or cache)",
+                self.where,
+                policy,
+            )
+
+    def client(self) -> Any:
+        """The blocking client (memory), made at the first call: a cluster client when the
+        URL says so or the server is a cluster node (``INFO``, one round trip)."""
+        if self._client is None:
+            plain = redis.Redis.from_url(self.url, **self._options())
+            if not self._info_read:
+                try:
+                    self._read_info(plain.info())
+                except BaseException:
+                    plain.close()
+                    raise
+            if self.cluster:
+                plain.close()
+                self._client = redis.cluster.RedisCluster.from_url(self.url, **self._options())
+            else:
+                self._client = plain
+        return self._client
+
+    async def async_client(self) -> Any:
+        """The asyncio client (the ledger), made at its first call, like :meth:`client`."""
+        if self._aclient is not None:
+            return self._aclient
+        if self._alock is None:
+            self._alock = asyncio.Lock()
+        async with self._alock:
+            if self._aclient is None:
+                plain = aioredis.Redis.from_url(self.url, **self._options())
+                if not self._info_read:
+                    try:
+                        self._read_info(await plain.info())
+                    except BaseException:
+                        await plain.aclose()
+                        raise
+                if self.cluster:
+                    await plain.aclose()
+                    self._aclient = aiocluster.RedisCluster.from_url(self.url, **self._options())
+                else:
+                    self._aclient = plain
+        return self._aclient
 
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}m:{kind}:{name}"
 
-    def load(self, limits: Limits | None = None) -> Memory:
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
-            keys, values, bad = self._read()
+            keys, values, bad = self._read(wanted or Wanted())
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
             return Memory()
@@ -202,7 +383,7 @@ class RedisStore:
         for key, (section, ident) in keys.items():
             value = values.get(key)
             if value is None:
-                continue  # expired between the scan and the read, or refused by _read
+                continue  # missing, or refused by _read
             try:
                 memo, why = entry(section, ident, parse(value, MAX_ENTRY_BYTES), limits)
             except Unusable as exc:
@@ -225,56 +406,64 @@ class RedisStore:
             )
         return loaded.memory.fresh(self._clock())
 
-    def _read(self) -> tuple[dict[bytes, tuple[str, str]], dict[bytes, bytes], dict[bytes, str]]:
-        """The memory keys (``{key: (section, id)}``), their values (those that are strings of
-        at most :data:`MAX_ENTRY_BYTES`) and the keys that cannot be used unread (``{key: ''}``,
-        or ``'*'`` for a name that is not UTF-8; their reasons in :attr:`_refused`)."""
-        sections = {
-            b"route": "routes",
-            b"account": "accounts",
-            b"chunk": "chunks",
-            b"finding": "findings",
-        }
-        head = f"{self.prefix}m:".encode()
-        keys: dict[bytes, tuple[str, str]] = {}
-        bad: dict[bytes, str] = {}
+    def _read(
+        self, wanted: Wanted
+    ) -> tuple[dict[bytes, tuple[str, str]], dict[bytes, bytes], dict[bytes, str]]:
+        """The keys read (``{key: (section, id)}``), their values (strings of at most
+        :data:`MAX_ENTRY_BYTES`; missing ones left out) and the keys that cannot be used unread
+        (``{key: ''}``; their reasons in :attr:`_refused`). One pipeline for the named keys and
+        the findings' sets, one more for the findings' keys."""
+        names: dict[bytes, tuple[str, str]] = {}
+        for section, kind, idents in (
+            ("routes", "route", wanted.routes),
+            ("accounts", "account", wanted.accounts),
+            ("chunks", "chunk", wanted.chunks),
+        ):
+            for ident in sorted(idents):
+                names[self._key(kind, ident).encode()] = (section, ident)
+        names = dict(list(names.items())[:MAX_KEYS])
+        scopes = sorted(wanted.findings)
         self._refused = []
-        for key in self._client.scan_iter(match=glob_escape(f"{self.prefix}m:") + "*", count=500):
-            if len(keys) + len(bad) >= MAX_KEYS:
-                break
-            if not key.startswith(head):
-                continue  # SCAN matched it literally; never another setup's key
-            kind, _, ident = key[len(head) :].partition(b":")
-            if kind not in sections:
-                continue  # not a memory key
-            try:
-                keys[key] = (sections[kind], ident.decode("utf-8"))
-            except UnicodeDecodeError:
-                bad[key] = "*"
-                self._refused.append("a key that is not UTF-8")
-        names = list(keys)
-        with self._client.pipeline(transaction=False) as pipe:
-            for key in names:
-                pipe.strlen(key)
-            sizes = pipe.execute(raise_on_error=False)
-        readable = []
-        for key, size in zip(names, sizes, strict=True):
-            if isinstance(size, int) and size <= MAX_ENTRY_BYTES:
-                readable.append(key)
-                continue
-            bad[key] = ""
-            self._refused.append(
-                f"{keys[key][0]} entry of {size} bytes, more than {MAX_ENTRY_BYTES}"
-                if isinstance(size, int)
-                else f"{keys[key][0]} entry of another Redis type"
-            )
+        bad: dict[bytes, str] = {}
         values: dict[bytes, bytes] = {}
-        for i in range(0, len(readable), BATCH):
-            part = readable[i : i + BATCH]
-            for key, value in zip(part, self._client.mget(part), strict=True):
-                if isinstance(value, bytes):
-                    values[key] = value
-        return keys, values, bad
+        client = self.client()
+        with client.pipeline(transaction=False) as pipe:
+            for key in names:
+                pipe.getrange(key, 0, MAX_ENTRY_BYTES)  # never more than the bound (+1 byte)
+            for scope in scopes:
+                pipe.srandmember(self._key("findings", scope), MAX_FINDINGS)
+            replies = pipe.execute(raise_on_error=False) if names or scopes else []
+        found = dict(zip(names, replies[: len(names)], strict=True))
+        more: dict[bytes, tuple[str, str]] = {}
+        for scope, members in zip(scopes, replies[len(names) :], strict=True):
+            if not isinstance(members, list):
+                continue  # not a set: not ours, overwritten at save
+            for member in members[:MAX_FINDINGS]:
+                try:
+                    ident = member.decode("utf-8") if isinstance(member, bytes) else ""
+                except UnicodeDecodeError:
+                    continue
+                if ident.startswith(scope) and len(ident) <= 4096:
+                    more[self._key("finding", ident).encode()] = ("findings", ident)
+        if more:
+            with client.pipeline(transaction=False) as pipe:
+                for key in more:
+                    pipe.getrange(key, 0, MAX_ENTRY_BYTES)
+                found.update(zip(more, pipe.execute(raise_on_error=False), strict=True))
+            names.update(more)
+        for key, value in found.items():
+            section = names[key][0]
+            if isinstance(value, Exception):
+                if not isinstance(value, redis.ResponseError):
+                    raise value  # the server, not the entry: memory is off for this run
+                bad[key] = ""
+                self._refused.append(f"{section} entry of another Redis type")
+            elif isinstance(value, bytes) and len(value) > MAX_ENTRY_BYTES:
+                bad[key] = ""
+                self._refused.append(f"{section} entry of more than {MAX_ENTRY_BYTES} bytes")
+            elif isinstance(value, bytes) and value:
+                values[key] = value
+        return names, values, bad
 
     def save(self, memory: Memory) -> None:
         if self.health.broken:
@@ -287,19 +476,27 @@ class RedisStore:
             *((self._key("finding", k), v) for k, v in memory.findings.items()),
         ]
         written = {name.encode() for name, _ in entries}
+        scopes: dict[str, tuple[list[str], float]] = {}
+        for name, memo in memory.findings.items():
+            match = _SCOPE.match(name)
+            if match:
+                members, until = scopes.get(match.group(1), ([], 0.0))
+                scopes[match.group(1)] = ([*members, name], max(until, memo.until))
         try:
-            script = self._client.register_script(_SET_NEWER)
-            drop = self._client.register_script(_DROP_BAD)
-            with self._client.pipeline(transaction=False) as pipe:
+            with self.client().pipeline(transaction=False) as pipe:
                 for key, value in entries:
                     ttl_ms = int((value.until - now) * 1000)  # times are bounded
                     if ttl_ms > 0:
                         latest = now + CLOCK_SKEW_S
                         args = [value.model_dump_json(), value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
-                        script(keys=[key], args=args, client=pipe)
+                        pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
+                for scope, (members, until) in scopes.items():
+                    ttl_ms = max(1, int((until - now) * 1000))
+                    index = self._key("findings", scope)
+                    pipe.execute_command("EVAL", _SET_INDEX, 1, index, ttl_ms, *members)
                 for bad, digest in self._bad.items():
                     if bad not in written:
-                        drop(keys=[bad], args=[digest, MAX_ENTRY_BYTES], client=pipe)
+                        pipe.execute_command("EVAL", _DROP_BAD, 1, bad, digest, MAX_ENTRY_BYTES)
                 results = pipe.execute(raise_on_error=False)
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "writing memory")

@@ -17,7 +17,8 @@ import fcntl
 import logging
 import os
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
@@ -35,15 +36,56 @@ from relay_review.state.memory import (
 log = logging.getLogger("relay_review.state")
 
 
+@dataclass(frozen=True)
+class Wanted:
+    """The entries one run needs, by name: a store that keeps one key per entry (Redis) reads
+    exactly these (no scan of the keyspace, no other setup's entries); a store that keeps one
+    record (file, comment) reads it whole and ignores this.
+
+    ``routes`` and ``accounts`` are stored route keys and account identities (the run's catalog,
+    :mod:`relay_review.pipeline.memory`), ``chunks`` review-cache keys, ``findings`` the scopes
+    of a pull request's findings (``{owner}/{repo}#{number}:``; every finding stored under one).
+    """
+
+    routes: frozenset[str] = field(default_factory=frozenset)
+    accounts: frozenset[str] = field(default_factory=frozenset)
+    chunks: frozenset[str] = field(default_factory=frozenset)
+    findings: frozenset[str] = field(default_factory=frozenset)
+
+    @classmethod
+    def of(
+        cls,
+        routes: Iterable[str] = (),
+        accounts: Iterable[str] = (),
+        chunks: Iterable[str] = (),
+        findings: Iterable[str] = (),
+    ) -> Wanted:
+        return cls(frozenset(routes), frozenset(accounts), frozenset(chunks), frozenset(findings))
+
+    def __or__(self, other: Wanted) -> Wanted:
+        return Wanted(
+            self.routes | other.routes,
+            self.accounts | other.accounts,
+            self.chunks | other.chunks,
+            self.findings | other.findings,
+        )
+
+
+def findings_scope(repo: str, number: int) -> str:
+    """The prefix of a pull request's findings in memory (``owner/repo#12:``)."""
+    return f"{repo}#{number}:"
+
+
 class Store(Protocol):
     """Memory across runs: read once before routing, written once after."""
 
     #: What the report calls it: ``none``, ``file`` or ``comment``.
     kind: str
 
-    def load(self, limits: Limits | None = None) -> Memory:
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         """The remembered record; empty when there is none or it is unusable, without the
-        entries that are unusable (or impossible under ``limits``); one warning for either."""
+        entries that are unusable (or impossible under ``limits``); one warning for either.
+        A store of one key per entry reads only ``wanted`` (none: nothing)."""
         ...
 
     def save(self, memory: Memory) -> None:
@@ -75,7 +117,7 @@ class NullStore:
 
     kind = "none"
 
-    def load(self, limits: Limits | None = None) -> Memory:
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         return Memory()
 
     def save(self, memory: Memory) -> None:
@@ -102,7 +144,7 @@ class FileStore:
         finally:
             os.close(fd)  # closing releases the lock
 
-    def load(self, limits: Limits | None = None) -> Memory:
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
             with self._locked(), self.path.open("rb") as f:
                 data = f.read(self.limit + 1)  # never more than the bound into memory
@@ -179,7 +221,7 @@ class CommentStore:
         self.read_body = read_body
         self.line: str | None = None
 
-    def load(self, limits: Limits | None = None) -> Memory:
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
             body = self.read_body()
         except Exception as exc:  # memory never fails a run

@@ -5,8 +5,10 @@ scheme that is refused (``valkey://``: letters, digits and ``+.-`` only, never a
 
 - ``none``, ``comment`` (the action only), ``file:PATH``;
 - ``redis://`` and ``rediss://`` (exactly so, lower case) with a host, an optional port and
-  database number, and only the query parameters ``prefix`` (matched literally) and, for
-  ``rediss://``, ``ssl_cert_reqs`` (``none`` turns certificate checks off: allowed, warned);
+  database number, and only the query parameters ``prefix`` (matched literally; no braces: the
+  store adds its own cluster hash tags), ``cluster`` (``true``: a Redis Cluster, without asking
+  the server; ``false``: never) and, for ``rediss://``, ``ssl_cert_reqs`` (``none`` turns
+  certificate checks off: allowed, warned) and ``ssl_ca_certs`` (a CA bundle's path);
 - anything else that starts like a URL (``word://``) is refused, never taken for a path;
 - every other text is a path.
 """
@@ -21,10 +23,15 @@ _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
 #: Characters a user or password must percent-encode in a URL's authority.
 _UNSAFE = re.compile(r"[/?#@\[\]\s]|%(?![0-9A-Fa-f]{2})")
 #: The query parameters a Redis state URL may carry.
-QUERY = ("prefix", "ssl_cert_reqs")
+QUERY = ("prefix", "cluster", "ssl_cert_reqs", "ssl_ca_certs")
+#: ``cluster`` values.
+CLUSTER = ("true", "false")
 #: ``ssl_cert_reqs`` values (redis-py's); ``none`` is warned about.
 CERT_REQS = ("none", "optional", "required")
-REDIS_FORM = "redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P] (rediss:// for TLS)"
+REDIS_FORM = (
+    "redis://[:PASSWORD@]HOST[:PORT][/DB][?prefix=P][&cluster=true] (rediss:// for TLS; "
+    "USER:PASSWORD@ for an ACL user)"
+)
 
 
 def accepted(action: bool) -> str:
@@ -100,8 +107,9 @@ def _check_redis_url(url: str, action: bool) -> None:
     names = [name for name, _, _ in query]
     if any(name not in QUERY for name in names) or len(set(names)) != len(names):
         raise StateUrlError(
-            "has a query parameter that is not allowed (or given twice); use only ?prefix=P "
-            "and, for rediss://, ?ssl_cert_reqs=none|optional|required"
+            "has a query parameter that is not allowed (or given twice); use only ?prefix=P, "
+            "?cluster=true|false and, for rediss://, ?ssl_cert_reqs=none|optional|required "
+            "and ?ssl_ca_certs=PATH"
         )
     values = {name: value for name, _, value in query}
     reqs = values.get("ssl_cert_reqs")
@@ -110,9 +118,26 @@ def _check_redis_url(url: str, action: bool) -> None:
             "has ssl_cert_reqs that is not allowed; it is for rediss:// only, one of "
             + ", ".join(CERT_REQS)
         )
+    ca = values.get("ssl_ca_certs")
+    if ca is not None and (
+        parts.scheme != "rediss" or not ca or not ca.isprintable() or len(ca) > 1024
+    ):
+        raise StateUrlError(
+            "has ssl_ca_certs that is not allowed; it is for rediss:// only: the path of a CA "
+            "bundle (PEM) to verify the server's certificate with"
+        )
     prefix = values.get("prefix")
     if prefix is not None and (not prefix or not prefix.isprintable() or len(prefix) > 200):
         raise StateUrlError("has a prefix that is not 1 to 200 printable characters")
+    if prefix is not None and ("{" in prefix or "}" in prefix):
+        raise StateUrlError(
+            "has a prefix with { or }; the store adds its own Redis Cluster hash tags"
+        )
+    cluster = values.get("cluster")
+    if cluster is not None and cluster not in CLUSTER:
+        raise StateUrlError("has cluster that is not allowed; use ?cluster=true or false")
+    if cluster == "true" and parts.path not in ("", "/", "/0"):
+        raise StateUrlError("names a database other than 0; a Redis Cluster has database 0 only")
 
 
 def checks_off(url: str) -> bool:
