@@ -96,13 +96,26 @@ def test_tracking_registers_and_the_chat_call_moves_the_phase() -> None:
 
 
 @pytest.mark.integration
-def test_the_deep_drill_is_never_silent_for_long() -> None:
-    """``drill --scenario mixed-deep`` waits 10 s on stalled probes, then 20 s on a stalled
-    first byte: it printed nothing for 10 s, then nothing for 20 s. Now every gap between log
-    lines stays well under that, and the progress lines name the route they wait on."""
+def test_the_deep_drill_is_never_silent_for_long(tmp_path: Path) -> None:
+    """``drill --scenario mixed-deep`` with eager preflight waits 10 s on stalled probes, then
+    20 s on a stalled first byte: it printed nothing for 10 s, then nothing for 20 s. Now every
+    gap between log lines stays well under that, and the progress lines name the route they
+    wait on. (Hedged preflight, the default, serves this drill in about a second: nothing to
+    wait for.)"""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    eager = tmp_path / "eager.toml"
+    eager.write_text('[preflight]\nmode = "eager"\n')
     proc = subprocess.Popen(
-        [sys.executable, "-m", "relay_review", "drill", "--scenario", "mixed-deep"],
+        [
+            sys.executable,
+            "-m",
+            "relay_review",
+            "drill",
+            "--scenario",
+            "mixed-deep",
+            "--policy",
+            str(eager),
+        ],
         cwd=ROOT,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,

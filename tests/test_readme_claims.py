@@ -153,8 +153,9 @@ def test_info_lines_are_the_ones_the_readme_names() -> None:
     assert sum(map(len, kinds.values())) == len(info), info  # no INFO line the README omits
     answered = [r for r in result["readiness"] if r["status"] not in ("abandoned", "unprobed")]
     assert len(kinds["probe"]) == len(answered) < result["probes_sent"]  # abandoned: no line
-    assert len(kinds["attempt"]) == len(result["attempts"]) == 1
-    assert len(kinds["usage"]) == 1
+    # hedged preflight: the stalled first route's cancelled attempt and the served one
+    assert len(kinds["attempt"]) == len(result["attempts"]) >= 1
+    assert len(kinds["usage"]) == sum(1 for a in result["attempts"] if a["outcome"] == "ok")
     assert "gets a progress line, then one at most every 10 s" in text
 
 

@@ -151,8 +151,9 @@ async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves
 
 
 async def test_a_chunk_no_route_could_serve_makes_the_review_partial():
-    # one route: it answers its probe and the first chunk, then stalls
-    models = {"a": {"vendor/quiet": "healthy@0.05*2>stall"}}
+    # one route: it answers the first chunk (its own probe: hedged preflight sends none), then
+    # stalls
+    models = {"a": {"vendor/quiet": "healthy@0.05*1>stall"}}
     pol = policy(chunk_tokens=REVIEW_DRILL_CHUNK_TOKENS, concurrency=1)
     report = await review_with(models, pol)
     served = [c["served_by"] is not None for c in report["chunks"]]
