@@ -259,8 +259,9 @@ class Health:
 
     def restarted(self, replayed: int) -> None:
         """The ledger's windows were found gone mid-run (Redis restarted empty, or its keys
-        lost): said once; this run put its own grants back (others do at their next call)."""
-        if not self._restart_said:
+        lost): said once, and not after a failure was said (one warning per run); this run put
+        its own grants back (others do at their next call)."""
+        if not self._restart_said and not self.broken:
             log.warning(
                 "state %s: the quota ledger's windows were lost during this run (Redis "
                 "restarted empty or its keys were evicted); this run put back its own %d "
