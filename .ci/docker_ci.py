@@ -159,15 +159,7 @@ def start_dockerd(updated: list[bool]) -> subprocess.Popen[bytes]:
 
 def stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
     """Stop the dockerd started here, by its PID (SIGTERM, then SIGKILL after 30 s)."""
-    if proc.poll() is not None:
-        return
-    say(f"stopping dockerd (PID {proc.pid})")
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
+    stop_process(proc, "dockerd")
 
 
 def apt_mirror() -> str:
