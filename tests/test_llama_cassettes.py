@@ -6,11 +6,14 @@ chat template, for the review request relay-review sends for the bundled sample 
 model's replies are what a tiny base model writes: junk JSON (``"summary": ":{"``), the fence
 token echoed as the summary, findings and notes on invented paths, replies cut at
 ``max_tokens``, the system prompt copied until ``max_tokens``. None of them may approve.
-``tests/cassettes/llama_cpp_python/json_schema_500.yaml`` is handwritten (see its header).
+``tests/cassettes/llama_cpp_python/`` was recorded by ``tools/record_llama_cpp_python.py`` from
+llama-cpp-python[server] 0.3.36 serving the same GGUF (``--chat_format gemma``): its HTTP 500 on
+OpenAI's ``json_schema`` form, and a whole review that steps down to ``json_object`` + schema.
 """
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import httpx
@@ -24,11 +27,13 @@ from relay_review.pipeline.review import context_limit
 from relay_review.providers.chat import chat_call, refuses_response_format
 from relay_review.providers.discovery import discover
 from relay_review.review.diff import DiffIndex
+from relay_review.review.prompt import reply_schema, response_format
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.settings import Policy, PreflightPolicy, ReviewPolicy, ServingPolicy
 
 CASSETTES = Path(__file__).parent / "cassettes"
 BASE = "http://127.0.0.1:8089/v1"
+LLAMA_CPP_PYTHON = "http://127.0.0.1:8090/v1"  # tools/record_llama_cpp_python.py's port
 MODEL = "gemma-3-270m-q4_k_m"
 INDEX = DiffIndex.from_diff(sample_diff())
 DEADLINES = Deadlines(connect=2, first_byte=5, idle=5, attempt=10)
@@ -68,12 +73,12 @@ async def test_discovery_reads_llama_server_meta_n_ctx() -> None:
     assert route["context_length"] == 4096  # meta.n_ctx (-c), not n_ctx_train (32768)
 
 
-def catalog():
+def catalog(base: str = BASE):
     route = {
         "account": "local",
         "provider": "openai_compatible",
         "model": MODEL,
-        "base_url": BASE,
+        "base_url": base,
         "api_key_env": "LOCAL_KEY",
         "prompt_price_per_1k": 0.0,
         "completion_price_per_1k": 0.0,
@@ -135,7 +140,7 @@ async def test_llama_cpp_python_500_on_json_schema_is_a_refusal_of_the_form() ->
         async with httpx.AsyncClient() as client:
             outcome = await chat_call(
                 client,
-                base_url="http://127.0.0.1:8000/v1",
+                base_url=LLAMA_CPP_PYTHON,
                 api_key=None,
                 model=MODEL,
                 messages=[],
@@ -143,3 +148,33 @@ async def test_llama_cpp_python_500_on_json_schema_is_a_refusal_of_the_form() ->
             )
     assert outcome.kind is OutcomeKind.SERVER_ERROR and outcome.http_status == 500
     assert refuses_response_format(outcome.http_status, outcome.detail)
+    assert "'text' or 'json_object'" in outcome.detail
+
+
+def test_the_json_object_form_sends_no_max_length() -> None:
+    # llama-cpp-python 0.3.36 builds nested grammar rules per maxLength, llama.cpp refuses them
+    # ("exceeds sane defaults") and the server exits mid-stream: the step-down would kill it.
+    schema = reply_schema(6, 2)
+    assert "maxLength" in json.dumps(response_format("json_schema", schema))
+    sent = response_format("json_object", schema)
+    assert sent is not None and sent["schema"]["required"] == schema["required"]
+    assert "maxLength" not in json.dumps(sent)
+
+
+async def test_a_real_llama_cpp_python_review_steps_down_once_and_never_approves() -> None:
+    # every request the recorded review sent, in order: no repeats, so a missing one fails
+    with replay.use_cassette("llama_cpp_python/review_step_down.yaml") as tape:
+        report = (
+            await pipeline.review(
+                INDEX, catalog(LLAMA_CPP_PYTHON), policy(), {"LOCAL_KEY": "k" * 24}
+            )
+        ).to_json()
+        assert tape.all_played
+    forms = [json.loads(r.body)["response_format"]["type"] for r in tape.requests]
+    assert forms[:2] == ["json_schema", "json_object"]
+    assert tape.responses[0]["status"]["code"] == 500
+    assert report["decision"] != "approve", report["attempts"]
+    for f in report["findings"]:
+        assert INDEX.line(f["path"], f["line"], f["side"]) is not None
+    first = report["attempts"][0]
+    assert "weaker response_format" in first["detail"], first

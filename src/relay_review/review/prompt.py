@@ -109,12 +109,24 @@ REPLY_SCHEMA: dict[str, Any] = reply_schema()
 RESPONSE_FORMS = ("json_schema", "json_object", "none")
 
 
+def _without_max_length(node: Any) -> Any:
+    """``node`` (a JSON Schema) without its ``maxLength`` keywords."""
+    if isinstance(node, dict):
+        return {k: _without_max_length(v) for k, v in node.items() if k != "maxLength"}
+    if isinstance(node, list):
+        return [_without_max_length(v) for v in node]
+    return node
+
+
 def response_format(form: str, schema: dict[str, Any] | None = None) -> dict[str, Any] | None:
     """The ``response_format`` request field for ``form`` (``None`` for ``none``).
 
     ``json_schema``: OpenAI's form (``{"type": "json_schema", "json_schema": {name, schema}}``,
     also llama-server's and vLLM's). ``json_object``: JSON mode, with the schema alongside as
-    ``schema`` (llama-cpp-python's and llama-server's form; OpenAI-style servers ignore it).
+    ``schema`` (llama-cpp-python's and llama-server's form; OpenAI-style servers ignore it),
+    without its ``maxLength`` bounds: llama-cpp-python 0.3.36 turns each into nested optional
+    rules that llama.cpp's grammar parser refuses, and its server process then exits mid-stream
+    (seen by tools/record_llama_cpp_python.py). ``max_tokens`` still bounds the reply.
     """
     schema = REPLY_SCHEMA if schema is None else schema
     if form == "json_schema":
@@ -123,7 +135,7 @@ def response_format(form: str, schema: dict[str, Any] | None = None) -> dict[str
             "json_schema": {"name": "relay_review_verdict", "schema": schema, "strict": False},
         }
     if form == "json_object":
-        return {"type": "json_object", "schema": schema}
+        return {"type": "json_object", "schema": _without_max_length(schema)}
     return None
 
 
