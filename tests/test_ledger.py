@@ -100,11 +100,11 @@ async def test_redis_ledger_day_window_and_closing(redis_server: RedisServer) ->
 def test_a_state_url_password_is_masked_and_never_echoed(capsys: pytest.CaptureFixture) -> None:
     from relay_review.action_inputs import secret_values
     from relay_review.cli import main
-    from relay_review.state import state_password
+    from relay_review.state import url_secrets
     from relay_review.state.redis_store import redact_url
 
     url = "rediss://:s3cret-Pa55word@redis.example:6380/0?prefix=org:"
-    assert state_password(url) == "s3cret-Pa55word"
+    assert url_secrets(url)[0] == "s3cret-Pa55word"
     assert "s3cret-Pa55word" in secret_values({"INPUT_STATE": url})
     assert "s3cret-Pa55word" in secret_values({"RELAY_REVIEW_STATE": url})
     assert redact_url(url) == "rediss://:***@redis.example:6380/0?prefix=org:"

@@ -49,7 +49,6 @@ __all__ = [
     "check_state_url",
     "findings_scope",
     "open_store",
-    "state_password",
     "url_secrets",
 ]
 
@@ -94,10 +93,3 @@ def open_store(
             timeout=timeout or TIMEOUT_S,
         )
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)
-
-
-def state_password(url: str) -> str | None:
-    """The password of a ``redis://``/``rediss://`` state URL as written (masked like a key),
-    else None; :func:`url_secrets` also gives its decoded form."""
-    found = url_secrets(url)
-    return found[0] if found else None

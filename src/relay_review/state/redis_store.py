@@ -206,14 +206,6 @@ def redact_url(url: str) -> str:
     return parts._replace(netloc=f"{user}***@{host}{port}").geturl()
 
 
-def url_password(url: str) -> str | None:
-    """The password in a ``redis://`` URL (to mask it like a key), or None."""
-    try:
-        return urlsplit(url).password
-    except ValueError:
-        return None
-
-
 #: The most characters of redis-py's reason a warning quotes.
 MAX_REASON = 300
 
