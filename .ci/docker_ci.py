@@ -47,6 +47,7 @@ import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -145,16 +146,16 @@ def start_dockerd(updated: list[bool]) -> subprocess.Popen[bytes]:
         start_new_session=True,
     )
     say(f"dockerd started (PID {proc.pid}; log {STATE / 'dockerd.log'})")
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = (STATE / "dockerd.log").read_text(errors="replace")[-1500:]
-            raise Unavailable(f"dockerd exited with {proc.returncode}:\n{tail}")
-        if engine_answers(docker_env()):
-            return proc
-        time.sleep(1)
-    stop_dockerd(proc)
-    raise Unavailable("dockerd did not answer within 60 s")
+    wait_ready(
+        proc,
+        "dockerd",
+        STATE / "dockerd.log",
+        lambda: engine_answers(docker_env()),
+        60,
+        1,
+        Unavailable,
+    )
+    return proc
 
 
 def stop_dockerd(proc: subprocess.Popen[bytes]) -> None:
@@ -292,20 +293,39 @@ def start_registry(updated: list[bool]) -> tuple[subprocess.Popen[bytes], str]:
         start_new_session=True,
     )
     say(f"docker-registry started (PID {proc.pid}) at {address}; log {root / 'registry.log'}")
-    deadline = time.monotonic() + 30
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            tail = (root / "registry.log").read_text(errors="replace")[-1500:]
-            raise RuntimeError(f"docker-registry exited with {proc.returncode}:\n{tail}")
+
+    def answers() -> bool:
         try:
             with urllib.request.urlopen(f"http://{address}/v2/", timeout=2) as answer:
-                if answer.status == 200:
-                    return proc, address
+                return answer.status == 200
         except OSError:
-            pass
-        time.sleep(0.3)
-    stop_process(proc, "docker-registry")
-    raise RuntimeError("docker-registry did not answer within 30 s")
+            return False
+
+    wait_ready(proc, "docker-registry", root / "registry.log", answers, 30, 0.3, RuntimeError)
+    return proc, address
+
+
+def wait_ready(
+    proc: subprocess.Popen[bytes],
+    what: str,
+    log_path: Path,
+    ready: Callable[[], bool],
+    seconds: float,
+    interval: float,
+    error: type[Exception],
+) -> None:
+    """Wait until ``ready()`` for a process started here: ``error`` with its log's tail when it
+    exits first, or after ``seconds`` (then it is stopped by its PID)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            tail = log_path.read_text(errors="replace")[-1500:]
+            raise error(f"{what} exited with {proc.returncode}:\n{tail}")
+        if ready():
+            return
+        time.sleep(interval)
+    stop_process(proc, what)
+    raise error(f"{what} did not answer within {seconds:g} s")
 
 
 def stop_process(proc: subprocess.Popen[bytes], what: str) -> None:
