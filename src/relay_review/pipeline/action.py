@@ -19,16 +19,18 @@ command (``commands/run.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from relay_review import __version__
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
-from relay_review.github.comment import resolve_author, sticky_body
+from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
 from relay_review.github.errors import GitHubEdgeError, PolicyRefError, github_errors
 from relay_review.github.event import (
     CommentCommand,
@@ -59,6 +61,7 @@ from relay_review.routing.catalog import (
 )
 from relay_review.settings import (
     Account,
+    MemoryPolicy,
     Policy,
     key_conventions,
     resolve_accounts,
@@ -73,6 +76,8 @@ from relay_review.state import (
     findings_scope,
     open_store,
 )
+from relay_review.state.memory import CLOCK_SKEW_S
+from relay_review.state.routes import route_horizon
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -124,7 +129,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: review"):
         run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
         store = KeptStore(
-            state_store(gh, repo, event, inputs, policy.state.timeout_s),
+            state_store(gh, repo, event, inputs, policy.state.timeout_s, policy.memory),
             secrets=run_secrets,
             scope=findings_scope(event.repo_full_name, event.number),
         )
@@ -271,16 +276,31 @@ class KeptStore:
 
 
 def state_store(
-    gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs, timeout: float | None = None
+    gh: Any,
+    repo: Any,
+    event: PullRequestEvent,
+    inputs: ActionInputs,
+    timeout: float | None = None,
+    memory: MemoryPolicy | None = None,
 ) -> Store:
     """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
     ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
-    author), when the review asks for it."""
+    author), when the review asks for it, and the route memory of the newest sticky comment
+    (marker and author again) of the repository's other pull requests updated within
+    ``memory``'s route horizon (:func:`~relay_review.state.routes.route_horizon`): one
+    listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
         return open_store(inputs.state, timeout=timeout)
+    author = functools.cache(lambda: resolve_author(gh, inputs.comment_author))
+
+    def others() -> list[tuple[str, str | None]]:
+        horizon = route_horizon(memory or MemoryPolicy()) + CLOCK_SKEW_S
+        since = datetime.fromtimestamp(time.time() - horizon, UTC)
+        found = recent_stickies(repo, author(), since=since, exclude=event.number)
+        return [(f"#{number}", body) for number, body in found]
+
     return open_store(
-        "comment",
-        lambda: sticky_body(repo, event.number, resolve_author(gh, inputs.comment_author)),
+        "comment", lambda: sticky_body(repo, event.number, author()), read_others=others
     )
 
 
