@@ -265,3 +265,76 @@ def test_chat_cli_ranks_the_low_uptime_route_last_and_reports_the_cost(tmp_path:
     assert report["quota"]["requests_by_account"] == {"router": 1}
     assert report["quota"]["keys"]["router"]["free_per_day"] == 50
     assert "warning" not in proc.stderr.lower()
+
+
+# --- end to end: the action, its comment and step summary -----------------------------------------
+
+
+@pytest.mark.integration
+def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, github_mock) -> None:
+    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, posted_bodies, run_action
+
+    accounts = {
+        "router": {
+            "api_key": FLEET_KEY,
+            "models": {"acme/reviewer": "healthy", "pair/reviewer": "healthy"},
+            "uptime": {"acme/reviewer": 40.0, "pair/reviewer": 99.0},
+            "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+        }
+    }
+    with FaultFleet(accounts, reply=fleet_reply) as fleet:
+        policy = (
+            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+            + "\n[[accounts]]\n"
+            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+        )
+        run = run_action(tmp_path, github_mock, {"policy": policy})
+        chats = fleet.chat_requests()
+        listings = sorted(
+            r.path for r in fleet.requests if "/endpoints" in r.path or "/key" in r.path
+        )
+    assert run.code == 0, run.stdout + run.stderr
+    # without the prior acme/reviewer ranks first (by model id); its 40 % puts it last
+    assert [e["model"] for e in run.report["catalog"]["selected"]] == [
+        "pair/reviewer",
+        "acme/reviewer",
+    ]
+    assert run.report["served_by"]["model"] == "pair/reviewer"
+    assert [r.model for r in chats] == ["pair/reviewer"]
+    base = "/router/v1"
+    assert listings == [
+        f"{base}/key",
+        f"{base}/models/acme/reviewer/endpoints",
+        f"{base}/models/pair/reviewer/endpoints",
+    ]
+    assert run.report["quota"]["requests_by_account"] == {"router": 1}
+    (body,) = posted_bodies(github_mock)
+    cost = "1 request; 1 on `router` of its 50 free a day"
+    for text in (body, run.summary):
+        assert cost in text and "uptime 40 %" in text and "uptime 99 %" in text
+    logged = [ln for ln in run.stdout.splitlines() if not ln.startswith("::add-mask::")]
+    assert FLEET_KEY not in body + run.summary + run.stderr + "\n".join(logged)
+    assert "published health unavailable" not in run.stdout
+    assert "published health: uptime for 2 routes; 1 below min_uptime 90 %" in run.stdout
+
+
+@pytest.mark.integration
+def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) -> None:
+    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, run_action
+
+    # no key_info: the fleet answers /key with 404 (the uptime listing still answers)
+    accounts = {"router": {"api_key": FLEET_KEY, "models": {"acme/reviewer": "healthy"}}}
+    with FaultFleet(accounts, reply=fleet_reply) as fleet:
+        policy = (
+            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+            + "\n[[accounts]]\n"
+            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+        )
+        run = run_action(tmp_path, github_mock, {"policy": policy})
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.report["served_by"]["model"] == "acme/reviewer"
+    warnings = [ln for ln in run.stdout.splitlines() if "published health unavailable" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("::warning")
+    assert "1 request" in run.summary and "free a day" not in run.summary
