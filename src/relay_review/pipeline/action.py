@@ -47,7 +47,9 @@ from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
+from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
+from relay_review.providers.health import PublishedHealth
 from relay_review.render import catalog_table
 from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
 from relay_review.review.diff import DiffIndex
@@ -119,6 +121,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: catalog"):
         require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
         catalog = build_run_catalog(policy, discovery, require_zdr)
+        remaining = policy.serving.deadline - (time.monotonic() - started)
+        catalog, health = health_stage(catalog, policy, env, remaining)
         if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
             actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
@@ -155,6 +159,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
+    extra = report.model_extra if report.model_extra is not None else {}
+    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private
@@ -523,6 +529,35 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
     return catalog
+
+
+def health_stage(
+    catalog: Catalog, policy: Policy, env: Mapping[str, str], remaining: float
+) -> tuple[Catalog, PublishedHealth]:
+    """OpenRouter's published uptime as a prior on the catalog's order, and its key facts
+    (listings, no completion; one warning when they cannot be read)."""
+    problems: list[str] = []
+    catalog, health = asyncio.run(
+        published_health(catalog, policy, env, remaining=remaining, warn=problems.append)
+    )
+    if problems:  # the texts name model ids from provider listings: logged as untrusted
+        actions.warning(
+            "relay-review: OpenRouter's published health could not be read in full; routes "
+            "without it keep their place (no prior)",
+            title="relay-review: published health unavailable",
+        )
+        actions.log_untrusted("\n".join(problems))
+    if health.uptime:
+        low = [
+            e.agent_id
+            for e in catalog.selected
+            if e.uptime is not None and e.uptime < policy.catalog.min_uptime
+        ]
+        say(
+            f"published health: uptime for {len(health.uptime)} routes; {len(low)} below "
+            f"min_uptime {policy.catalog.min_uptime:g} % ranked last in their tier"
+        )
+    return catalog, health
 
 
 def empty_catalog_why(
