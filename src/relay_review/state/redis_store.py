@@ -51,7 +51,7 @@ import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
 import redis.cluster
 
-from relay_review.state.ledger import RedisLedger
+from relay_review.state.ledger import CONSERVATIVE, RedisLedger
 from relay_review.state.memory import (
     CLOCK_SKEW_S,
     SECTIONS,
@@ -242,10 +242,11 @@ class Health:
         if not self.broken:
             log.warning(
                 "state %s unavailable while %s (Redis: %s); this run goes on without memory "
-                "and with an in-process quota ledger",
+                "and %s",
                 self.where,
                 doing,
                 reason(exc, self.secrets, self.prefix),
+                CONSERVATIVE,
             )
         self.broken = True
 
