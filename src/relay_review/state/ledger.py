@@ -49,6 +49,8 @@ class Reservation:
     #: a shared ledger's count of the account's reservations in its minute and day windows
     #: after this answer (every run's), for the in-process ledger to start from if it is lost
     in_window: tuple[int, int] | None = None
+    #: refused by this run's own share of the window (the shared ledger lost: ``allowance``)
+    share: bool = False
 
     @property
     def detail(self) -> str:
@@ -56,7 +58,10 @@ class Reservation:
         if self.granted:
             return ""
         what = {"minute": "per-minute limit", "day": "per-day limit", "closed": "window closed"}
-        return f"account budget: {what[self.window or 'minute']}, frees in {self.wait_s:.0f} s"
+        said = what[self.window or "minute"]
+        if self.share:
+            said += " (this run's offline_share: no shared ledger)"
+        return f"account budget: {said}, frees in {self.wait_s:.0f} s"
 
 
 GRANTED = Reservation(True)
@@ -162,11 +167,11 @@ class MemoryLedger:
                 ("minute", self._mine_m[account], allowance(budget.rpm, self.share), MINUTE_S),
                 ("day", self._mine_d[account], allowance(budget.rpd, self.share), DAY_S),
             ]
-        for window, log, limit, span in checks:
+        for i, (window, log, limit, span) in enumerate(checks):
             while log and log[0] <= now - span:
                 log.popleft()
             if limit and len(log) >= limit:
-                return Reservation(False, log[0] + span - now, window)
+                return Reservation(False, log[0] + span - now, window, share=i >= 2)
         for _, log, limit, _ in checks:
             if limit:
                 log.append(now)
