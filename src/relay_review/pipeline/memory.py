@@ -29,7 +29,6 @@ from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
 from relay_review.state.routes import Origins, Recalled, recall, remember
-from relay_review.state.stores import Borrowed
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
 #: in every repository that uses the key (so they share one budget) and must not reveal it; the
@@ -135,9 +134,9 @@ class RunMemory:
             chunks=dict(stored.chunks),
         )
         keys = usable_secrets([*run_secrets(entries, environ), *secrets])
-        borrowed = getattr(store, "borrowed", None)  # the comment store's other pull request
+        borrowed = store.borrowed  # the comment store's other pull request
         origins = Origins()
-        if isinstance(borrowed, Borrowed):
+        if borrowed is not None:
             origins = Origins(
                 routes={a: borrowed.where for a, k in routes.items() if k in borrowed.routes},
                 accounts={
@@ -201,7 +200,7 @@ class RunMemory:
         memory would have sent beyond those sent, and the chunks it would have sent beyond)."""
         blind, _ = plan_probes(entries, environ, policy.preflight.probe_budget)
         avoided = self.chunks_avoided + max(0, len(blind) - probes_sent)
-        if self.store.kind == "none":
+        if not self.store.keeps:
             avoided = 0
         r = self.recalled
         return MemoryReport(
@@ -232,7 +231,7 @@ class RunMemory:
     def save(self, session: RoutingSession | None, policy: Policy) -> None:
         """Fold this run's route outcomes into the memory, scrub it of the run's secrets and
         write it (never fails)."""
-        if self.store.kind == "none":
+        if not self.store.keeps:
             return
         if session is not None:
             self.memory = remember(self.memory, session.board, self.clock(), policy.memory)

@@ -636,7 +636,7 @@ async def review(
     reused: dict[str, ReusedUnit] = {}
     if reuse_reviews:
         reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)
-    elif memory.store.kind != "none":
+    elif memory.store.keeps:
         memory.not_reused = "asked again: every file goes to a model"
         log.info("review: asked again, every file goes to a model (no cached verdict)")
     else:
@@ -776,7 +776,7 @@ def reused_files(
             why.setdefault("the route that reviewed it is no longer selected", []).append(path)
             continue
         found[path] = ReusedUnit(unit.memo, unit.findings, entry, unit.ranks)
-    if memory.store.kind == "none":
+    if not memory.store.keeps:
         return found, "memory is off"
     if found:
         log.info("review: %d of %d files unchanged since an earlier run", len(found), len(units))

@@ -26,8 +26,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from relay_review.state.ledger import Ledger
 from relay_review.state.memory import Limits, Memory
 from relay_review.state.stores import (
+    Borrowed,
     CommentStore,
     FileStore,
     NullStore,
@@ -40,8 +42,10 @@ from relay_review.state.urls import StateUrlError, check_state_url, checks_off, 
 
 __all__ = [
     "ENV_VAR",
+    "Borrowed",
     "CommentStore",
     "FileStore",
+    "Ledger",
     "Limits",
     "Memory",
     "NullStore",

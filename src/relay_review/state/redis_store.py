@@ -70,7 +70,7 @@ from relay_review.state.memory import (
     entry,
     parse,
 )
-from relay_review.state.stores import Wanted, latest_unit
+from relay_review.state.stores import Borrowed, Wanted, latest_unit
 from relay_review.state.urls import url_secrets
 
 log = logging.getLogger("relay_review.state")
@@ -288,6 +288,9 @@ class RedisStore:
     shares the quota windows through the same server (or cluster)."""
 
     kind = "redis"
+    keeps = True
+    line: str | None = None
+    borrowed: Borrowed | None = None
 
     def __init__(
         self,
