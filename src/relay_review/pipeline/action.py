@@ -47,6 +47,7 @@ from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
+from relay_review.pipeline.route_memory import route_horizon
 from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.providers.health import PublishedHealth
@@ -80,7 +81,6 @@ from relay_review.state import (
     open_store,
 )
 from relay_review.state.memory import CLOCK_SKEW_S
-from relay_review.state.routes import route_horizon
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -307,7 +307,7 @@ def state_store(
     ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
     author), when the review asks for it, and the route memory of the newest sticky comment
     (marker and author again) of the repository's other pull requests updated within
-    ``memory``'s route horizon (:func:`~relay_review.state.routes.route_horizon`): one
+    ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one
     listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
         return open_store(inputs.state, timeout=timeout)

@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from relay_review.models import CatalogEntry, MemoryReport
+from relay_review.pipeline.route_memory import Origins, Recalled, horizon, recall, remember
 from relay_review.providers.kinds import KINDS, fill_base_url
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
@@ -28,7 +29,6 @@ from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
-from relay_review.state.routes import Origins, Recalled, recall, remember
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
 #: in every repository that uses the key (so they share one budget) and must not reveal it; the
@@ -69,6 +69,13 @@ def route_keys(entries: Iterable[CatalogEntry], identities: Mapping[str, str]) -
         for e in entries
         if e.account in identities
     }
+
+
+def limits(policy: MemoryPolicy | None, now: float) -> Limits:
+    """What a stored entry's times may be under ``policy``'s ``[memory]`` times (the default
+    policy when None) when read at ``now`` (:class:`~relay_review.state.memory.Limits`)."""
+    policy = policy or MemoryPolicy()
+    return Limits(now=now, horizon=horizon(policy), findings=policy.findings)
 
 
 def run_secrets(entries: Iterable[CatalogEntry], environ: Mapping[str, str]) -> list[str]:
@@ -127,7 +134,7 @@ class RunMemory:
         identities = account_identities(entries, environ)
         routes = route_keys(entries, identities)
         wanted = Wanted.of(routes.values(), identities.values(), chunks, latest=latest)
-        stored = store.load(Limits.of(policy, now), wanted).fresh(now)
+        stored = store.load(limits(policy, now), wanted).fresh(now)
         view = Memory(
             routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},
             accounts={n: stored.accounts[i] for n, i in identities.items() if i in stored.accounts},
@@ -161,7 +168,7 @@ class RunMemory:
         if not missing:
             return
         now = self.clock()
-        more = self.store.load(Limits.of(policy, now), Wanted.of(chunks=missing)).fresh(now)
+        more = self.store.load(limits(policy, now), Wanted.of(chunks=missing)).fresh(now)
         got = {k: v for k, v in more.chunks.items() if k in missing}
         if got:
             self.memory = self.memory.model_copy(update={"chunks": {**self.memory.chunks, **got}})

@@ -31,6 +31,14 @@ from relay_review.models import (
     Verdict,
 )
 from relay_review.pipeline.memory import RunMemory
+from relay_review.pipeline.review_cache import (
+    chunk_key,
+    chunk_memo,
+    reuse,
+    scope_key,
+    unit_key,
+    unit_memo,
+)
 from relay_review.pipeline.routes import (
     published_health,
     quota_report,
@@ -82,14 +90,6 @@ from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
-from relay_review.state.chunks import (
-    chunk_key,
-    chunk_memo,
-    reuse,
-    scope_key,
-    unit_key,
-    unit_memo,
-)
 from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")

@@ -88,7 +88,7 @@ MAX_ENTRY_BYTES = 256 * 1024
 
 #: A finding's name in memory: its pull request's scope (``owner/repo#N:``), then its fingerprint.
 _SCOPE = re.compile(r"^([^#]*#[0-9]+:)")
-#: A review-cache key (:mod:`relay_review.state.chunks`).
+#: A review-cache key (:mod:`relay_review.pipeline.review_cache`).
 _CHUNK_KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
