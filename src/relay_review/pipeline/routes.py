@@ -10,7 +10,7 @@ from relay_review.models import Catalog
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
-from relay_review.routing.session import RoutingSession
+from relay_review.routing.session import RoutingSession, warm_tls_context
 from relay_review.settings import Policy
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
@@ -28,6 +28,7 @@ def session_for(
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
     ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
+    warm_tls_context()
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,
