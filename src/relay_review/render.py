@@ -232,7 +232,7 @@ def readiness_rows(
 FOUND_CHARS = 140
 
 
-#: A timeout's detail when nothing at all came back (:mod:`relay_review.providers.chat`).
+#: A timeout's detail when nothing at all came back (:mod:`relay_review.providers.chat.timeouts`).
 _NO_BYTE = ("no headers", "no body byte")
 
 

@@ -32,7 +32,7 @@ from relay_review.models import (
 )
 from relay_review.pipeline.memory import RunMemory
 from relay_review.pipeline.routes import session_for
-from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
+from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.review.chunks import (
     DEFAULT_EXCLUDES,
     MIN_CHUNK_TOKENS,
