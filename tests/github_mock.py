@@ -22,7 +22,8 @@ The proxy exists for what Prism and PyGithub cannot do on their own:
   OpenAPI path parameters are one segment, so Prism cannot route ``contents/.github/x.toml``;
 * ``mock.stub(...)`` answers a request itself (e.g. a 502), without Prism, for transport tests;
 * ``mock.comments_overlay(head)`` keeps **state** for issue comments (list, create, edit,
-  delete) and the pull request's head SHA: each such request still goes through Prism (so it
+  delete; the repository-wide listing with ``since``, ``sort``, ``direction`` and pages) and
+  the pull request's head SHA: each such request still goes through Prism (so it
   is validated against the spec), but the answer comes from memory, shaped from Prism's own
   example for that operation. It can inject faults that still take effect (a 502 after the
   comment was created), and run hooks per request (barriers, a head that moves) so races
@@ -48,6 +49,7 @@ import socket
 import subprocess
 import threading
 import time
+import urllib.parse
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -295,6 +297,7 @@ class MockGitHub:
 # --- the stateful overlay: issue comments and the pull request's head ---------------------------
 
 _ISSUE_COMMENTS = re.compile(r"^/repos/([^/]+/[^/]+)/issues/(\d+)/comments$")
+_REPO_COMMENTS = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments$")
 _ISSUE_COMMENT = re.compile(r"^/repos/([^/]+/[^/]+)/issues/comments/(\d+)$")
 _PULL = re.compile(r"^/repos/([^/]+/[^/]+)/pulls/(\d+)$")
 #: The author of every comment made with a workflow's ``GITHUB_TOKEN``.
@@ -305,8 +308,8 @@ BOT_LOGIN = "github-actions[bot]"
 class OverlayOp:
     """One request the overlay answers, as hooks see it."""
 
-    #: ``list``, ``create``, ``get``, ``edit``, ``delete`` (issue comments) or ``head``
-    #: (``GET /pulls/{n}``).
+    #: ``list``, ``create``, ``get``, ``edit``, ``delete`` (issue comments), ``list_repo`` (the
+    #: repository's issue comments, ``GET /issues/comments``) or ``head`` (``GET /pulls/{n}``).
     kind: str
     #: The request's token (``Authorization: token <t>``): tells concurrent runs apart.
     token: str
@@ -375,8 +378,9 @@ class CommentsOverlay:
     parses the same shapes as from GitHub.
 
     * ``list``/``create``/``get``/``edit``/``delete`` of issue comments (ascending ids, as
-      GitHub lists them; 404 for a comment that is gone) and ``head`` (``GET /pulls/{n}``
-      answers ``head.sha`` = :attr:`head`);
+      GitHub lists them; 404 for a comment that is gone), ``list_repo`` (every pull request's
+      comments of the repository, ``GET /repos/{o}/{r}/issues/comments``: see
+      :meth:`_listed`) and ``head`` (``GET /pulls/{n}`` answers ``head.sha`` = :attr:`head`);
     * a comment's author is ``logins[token]`` (default ``github-actions[bot]``);
     * :meth:`fault` answers an error *after* (``apply=True``) or instead of the state change,
       optionally late (``delay``: a client timeout while the write still lands);
@@ -399,10 +403,21 @@ class CommentsOverlay:
 
     # --- configuration and inspection -----------------------------------------------------------
 
-    def seed(self, repo: str, number: int, body: str, login: str = BOT_LOGIN) -> int:
-        """Add an existing comment; returns its id."""
+    def seed(
+        self,
+        repo: str,
+        number: int,
+        body: str,
+        login: str = BOT_LOGIN,
+        updated_at: str | None = None,
+    ) -> int:
+        """Add an existing comment (last updated at ``updated_at``, ISO 8601, else now);
+        returns its id."""
         with self._lock:
-            return self._add(repo, number, body, login).id
+            made = self._add(repo, number, body, login)
+            if updated_at is not None:
+                made.created_at = made.updated_at = updated_at
+            return made.id
 
     def fault(
         self,
@@ -467,6 +482,8 @@ class CommentsOverlay:
             kind = {"GET": "get", "PATCH": "edit", "DELETE": "delete"}.get(method)
             if kind:
                 return OverlayOp(kind, token, m.group(1), None, int(m.group(2)), exchange)
+        elif (m := _REPO_COMMENTS.match(path)) and method == "GET":
+            return OverlayOp("list_repo", token, m.group(1), None, None, exchange)
         elif (m := _PULL.match(path)) and method == "GET":
             return OverlayOp("head", token, m.group(1), int(m.group(2)), None, exchange)
         return None
@@ -526,6 +543,9 @@ class CommentsOverlay:
                 key=lambda c: c.id,
             )
             return 200, [self._render(c, shape) for c in found]
+        if op.kind == "list_repo":
+            shape = template[0] if isinstance(template, list) and template else {}
+            return 200, [self._render(c, shape) for c in self._listed(op)]
         if op.kind == "create":
             assert op.number is not None
             login = self.logins.get(op.token, BOT_LOGIN)
@@ -545,6 +565,28 @@ class CommentsOverlay:
             del self._comments[comment.id]
             return 204, None
         return 200, self._render(comment, template)
+
+    def _listed(self, op: OverlayOp) -> list[StoredComment]:
+        """The repository's comments as GitHub lists them (lock held): ``since`` (updated at or
+        after), ``sort`` (``created``/``updated``; else ascending ids) with ``direction``,
+        then ``per_page`` (default 30, at most 100) and ``page`` (from 1)."""
+        query = urllib.parse.parse_qs(op.exchange.query)
+
+        def one(name: str, default: str) -> str:
+            return query.get(name, [default])[0]
+
+        found = [c for c in self._comments.values() if c.repo == op.repo]
+        if since := one("since", ""):
+            found = [c for c in found if c.updated_at >= since]  # both ISO 8601 UTC, Z
+        found.sort(key=lambda c: c.id)
+        sort = one("sort", "")
+        if sort in ("created", "updated"):
+            found.sort(key=lambda c: (getattr(c, f"{sort}_at"), c.id))
+            if one("direction", "asc") == "desc":
+                found.reverse()
+        per_page = min(max(int(one("per_page", "30")), 1), 100)
+        page = max(int(one("page", "1")), 1)
+        return found[(page - 1) * per_page : page * per_page]
 
     def _render(self, comment: StoredComment, template: Any) -> dict[str, Any]:
         value = copy.deepcopy(template) if isinstance(template, dict) else {}

@@ -528,7 +528,7 @@ def documented_report() -> dict:
 
 
 #: Objects whose keys are data (account names, exclusion reasons), not part of the shape.
-DATA_KEYED = {"selected_by_account", "excluded", "input_overrides"}
+DATA_KEYED = {"selected_by_account", "excluded", "input_overrides", "requests_by_account", "keys"}
 
 
 def key_shape(value: object, name: str = "") -> object:

@@ -124,7 +124,7 @@ def test_full_policy_round_trip() -> None:
         (
             '[catalog]\npol = "free"',
             "relay-review.toml: catalog.pol is not a known key; "
-            "keys allowed in [catalog]: pool, limit, account_cap, require_zdr",
+            "keys allowed in [catalog]: pool, limit, account_cap, require_zdr, min_uptime",
         ),
         (
             "limits = 3",

@@ -184,6 +184,8 @@ class CatalogEntry(BaseModel):
     cost: Cost
     zdr: bool
     priority: int
+    #: The route's published uptime in percent (OpenRouter's endpoints listing), if read.
+    uptime: float | None = None
 
     @property
     def agent_id(self) -> str:
@@ -204,7 +206,7 @@ class CatalogEntry(BaseModel):
             "cost": self.cost.value,
             "zdr": self.zdr,
             "priority": self.priority,
-        }
+        } | ({} if self.uptime is None else {"uptime": self.uptime})
 
 
 class CatalogReport(BaseModel):

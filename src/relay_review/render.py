@@ -216,7 +216,7 @@ def readiness_rows(
                 c.priority,
                 c.account,
                 c.model,
-                f"{c.cost}{'+zdr' if c.zdr else ''}",
+                f"{c.cost}{'+zdr' if c.zdr else ''}" + _uptime(getattr(c, "uptime", None)),
                 r.column,
                 r.http_status,
                 r.first_byte_s,
@@ -226,6 +226,43 @@ def readiness_rows(
             ]
         )
     return rows
+
+
+def _uptime(value: Any) -> str:
+    """``, uptime 62 %``: a route's published uptime (the prior), for the tier column."""
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return ""
+    return f", uptime {round(min(100.0, max(0.0, float(value))), 1):g} %"
+
+
+def quota_line(quota: Any, code: Any = plain) -> str | None:
+    """What the review cost: ``3 requests; 3 on `openrouter` of its 50 free a day (free
+    tier; ...)``, from the report's ``quota`` (requests let out per account, probes included,
+    and what OpenRouter's key endpoint said). None when the run has no such record. Every
+    number is the report's (input): only whole numbers >= 0 are shown."""
+    if not isinstance(quota, Mapping):
+        return None
+    raw = quota.get("requests_by_account")
+    sent = {
+        str(k): v
+        for k, v in (raw.items() if isinstance(raw, Mapping) else ())
+        if isinstance(v, int) and not isinstance(v, bool) and v >= 0
+    }
+    parts = [plural(sum(sent.values()), "request")]
+    keys = quota.get("keys")
+    for name, info in sorted(keys.items() if isinstance(keys, Mapping) else ()):
+        if not isinstance(info, Mapping):
+            continue
+        n = sent.get(str(name), 0)
+        per_day = info.get("free_per_day")
+        if isinstance(per_day, int) and not isinstance(per_day, bool) and per_day > 0:
+            parts.append(
+                f"{n} on {code(name, 80)} of its {per_day} free a day (free tier; OpenRouter "
+                "does not report how many are left today)"
+            )
+        elif info.get("is_free_tier") is False:
+            parts.append(f"{n} on {code(name, 80)} (not on the free tier)")
+    return "; ".join(parts)
 
 
 #: Characters of the ``found`` column (a probe's or an attempt's detail, cut with ``…``).
@@ -910,6 +947,8 @@ def _footer_section(report: RunReport) -> Section:
             f"{plural(m.reused_files, 'file')} reused{why}, "
             f"{plural(m.requests_avoided, 'request')} saved"
         )
+    if cost := quota_line((report.model_extra or {}).get("quota"), md_code):
+        foot.append(cost)
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
     note = (report.policy or {}).get("note")

@@ -87,6 +87,9 @@ class CatalogPolicy(_Section):
     limit: int = _opt(12, "a whole number >= 1", ge=1)
     account_cap: int = _opt(8, "a whole number >= 1", ge=1)
     require_zdr: RequireZdr = "auto"
+    #: Routes whose published uptime (percent, OpenRouter's endpoints listing) is below this
+    #: are served and probed last within their tier; 0 turns the prior off.
+    min_uptime: float = _opt(90.0, "a percent from 0 to 100", ge=0, le=100, allow_inf_nan=False)
 
 
 class AccountPolicy(_Section):
@@ -126,6 +129,8 @@ class DiscoveryPolicy(_Section):
     timeout: float = _opt(15.0, "a number of seconds > 0", **_SECONDS)
     models_dev_url: str = _opt(MODELS_DEV_URL, "an http:// or https:// URL", pattern=_URL)
     zdr_url: str = _opt(OPENROUTER_ZDR_URL, "an http:// or https:// URL", pattern=_URL)
+    #: Read OpenRouter's published endpoint uptime and key facts (listings, no completion).
+    health: bool = True
 
 
 class PreflightPolicy(_Section):

@@ -64,6 +64,9 @@ OPERATIONS: dict[str, tuple[str, ...]] = {
     "/repos/{owner}/{repo}/pulls/{pull_number}/comments": ("post",),
     # Issue.get_comments() / Issue.create_comment(): find or create the sticky comment.
     "/repos/{owner}/{repo}/issues/{issue_number}/comments": ("get", "post"),
+    # Repository.get_issues_comments(sort="updated", direction="desc", since=...).get_page(0):
+    # the newest sticky comments of the repository's other pull requests (route memory).
+    "/repos/{owner}/{repo}/issues/comments": ("get",),
     # IssueComment.edit(): update the sticky comment in place.
     # delete: IssueComment.delete(), when two runs' sticky comments converge
     "/repos/{owner}/{repo}/issues/comments/{comment_id}": ("get", "patch", "delete"),

@@ -64,7 +64,7 @@ def run(args: argparse.Namespace) -> int:
     )
     title = scrub_text(args.title) if args.title else None  # argv may hold undecodable bytes
     report = pipeline.run_sync(
-        pipeline.review(
+        pipeline.review_with_health(
             index,
             catalog,
             policy,

@@ -6,6 +6,10 @@ benchmark use it to exercise every outcome over real sockets. One asyncio HTTP/1
 
     GET  /<account>/v1/models             {object: "list", data: [{id, object, created, owned_by}]}
     POST /<account>/v1/chat/completions   streaming (SSE, chunked) or plain JSON
+    GET  /<account>/v1/models/<id>/endpoints   OpenRouter's documented endpoints listing, with
+                                          the account's ``uptime`` for the model (default 100)
+    GET  /<account>/v1/key                OpenRouter's documented key reply ``{data: key_info}``
+                                          (404 when the account has no ``key_info``)
 
 Every response carries ``Connection: close``; streams use chunked transfer encoding, everything
 else ``Content-Length``. It is written on :func:`asyncio.start_server` rather than a web framework
@@ -58,6 +62,10 @@ class Account:
 
     models: Mapping[str, str | Behaviour | Sequence[Behaviour] | None] | Sequence[str]
     api_key: str | None = None
+    #: model id -> the uptime (percent) its endpoints listing publishes (default 100)
+    uptime: Mapping[str, Any] | None = None
+    #: what ``GET /key`` answers under ``data`` (OpenRouter's shape); None: 404
+    key_info: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)
@@ -90,6 +98,7 @@ class FaultFleet:
         port: int = 0,
     ) -> None:
         self._accounts: dict[str, tuple[str | None, dict[str, Script]]] = {}
+        self._health: dict[str, Account] = {}
         for name, spec in accounts.items():
             if not re.fullmatch(r"[A-Za-z0-9_.-]+", name):
                 raise ValueError(f"account name {name!r} must be a single URL path segment")
@@ -98,6 +107,7 @@ class FaultFleet:
             pairs = models.items() if isinstance(models, Mapping) else ((m, None) for m in models)
             scripts = {mid: script_of(mid, given) for mid, given in pairs}
             self._accounts[name] = (account.api_key, scripts)
+            self._health[name] = account
         self.reply = reply
         self._port = port
         self._requests: list[RecordedRequest] = []
@@ -273,6 +283,8 @@ class FaultFleet:
         if request is None:
             return
         method, path, headers, raw = request
+        if await self._serve_health(conn, method, path, headers):
+            return
         match = re.fullmatch(r"/([^/]+)/v1/(models|chat/completions)/?", path)
         account_name = match.group(1) if match else None
         if not match or account_name not in self._accounts:
@@ -329,6 +341,37 @@ class FaultFleet:
         )
         await exchange.run()
 
+    async def _serve_health(
+        self, conn: Conn, method: str, path: str, headers: Mapping[str, str]
+    ) -> bool:
+        """OpenRouter's two health listings (endpoints of a model, the key); False for any
+        other path."""
+        match = re.fullmatch(r"/([^/]+)/v1/(?:models/(.+)/endpoints|(key))/?", path)
+        if not match or match.group(1) not in self._accounts:
+            return False
+        name, model = match.group(1), match.group(2)
+        expected_key, scripts = self._accounts[name]
+        authorized = (
+            expected_key is None or headers.get("authorization") == f"Bearer {expected_key}"
+        )
+        self._record(RecordedRequest(name, method, path, model=model, authorized=authorized))
+        account = self._health[name]
+        if method != "GET":
+            await conn.json(405, error_body(405, "use GET"))
+        elif not authorized:
+            await conn.json(401, error_body(401, "invalid api key"))
+        elif model is None:
+            if account.key_info is None:
+                await conn.json(404, error_body(404, f"no such endpoint: {method} {path}"))
+            else:
+                await conn.json(200, {"data": dict(account.key_info)})
+        elif model not in scripts:
+            await conn.json(404, error_body(404, f"No endpoints found for {model}."))
+        else:
+            uptime = (account.uptime or {}).get(model, 100.0)
+            await conn.json(200, endpoints_listing(model, uptime))
+        return True
+
     def _record(self, request: RecordedRequest) -> None:
         self._requests.append(request)
         log.debug(
@@ -355,13 +398,64 @@ class FaultFleet:
         return f"chatcmpl-drill-{next(self._ids)}"
 
 
+def endpoints_listing(model: str, uptime: Any) -> dict[str, Any]:
+    """OpenRouter's documented ``GET /models/{author}/{slug}/endpoints`` reply for ``model``
+    (one endpoint, free, publishing ``uptime`` for its last 5 and 30 minutes and last day)."""
+    return {
+        "data": {
+            "id": model,
+            "name": model,
+            "created": _CREATED,
+            "description": "a fault fleet model",
+            "architecture": {
+                "tokenizer": "Other",
+                "instruct_type": None,
+                "modality": "text->text",
+                "input_modalities": ["text"],
+                "output_modalities": ["text"],
+            },
+            "endpoints": [
+                {
+                    "name": f"Fleet | {model}",
+                    "model_name": model,
+                    "context_length": 131072,
+                    "pricing": {"prompt": "0", "completion": "0", "request": "0", "image": "0"},
+                    "provider_name": "Fleet",
+                    "tag": "fleet",
+                    "quantization": "fp8",
+                    "max_completion_tokens": None,
+                    "max_prompt_tokens": None,
+                    "supported_parameters": ["max_tokens", "temperature"],
+                    "status": 0,
+                    "uptime_last_5m": uptime,
+                    "uptime_last_30m": uptime,
+                    "uptime_last_1d": uptime,
+                    "supports_implicit_caching": False,
+                    "latency_last_30m": {"p50": 0.4, "p75": 0.5, "p90": 0.7, "p99": 1.2},
+                    "throughput_last_30m": {"p50": 40.0, "p75": 35.0, "p90": 30.0, "p99": 20.0},
+                }
+            ],
+        }
+    }
+
+
+_ACCOUNT_KEYS = {"models", "api_key", "uptime", "key_info"}
+
+
 def account_of(spec: Sequence[str] | Mapping[str, Any]) -> Account:
-    """``["m1", ...]``, ``{"id": spec, ...}`` or ``{"models": ..., "api_key": ...}``."""
+    """``["m1", ...]``, ``{"id": spec, ...}`` or ``{"models": ..., "api_key": ..., "uptime":
+    {id: percent}, "key_info": {...}}``."""
     if isinstance(spec, Mapping) and "models" in spec:
-        unknown = set(spec) - {"models", "api_key"}
+        unknown = set(spec) - _ACCOUNT_KEYS
         if unknown:
-            raise ValueError(f"unknown account keys {sorted(unknown)} (allowed: models, api_key)")
-        return Account(models=spec["models"], api_key=spec.get("api_key"))
+            allowed = ", ".join(sorted(_ACCOUNT_KEYS))
+            raise ValueError(f"unknown account keys {sorted(unknown)} (allowed: {allowed})")
+        return Account(
+            models=spec["models"],
+            api_key=spec.get("api_key"),
+            uptime=spec.get("uptime"),
+            key_info=spec.get("key_info"),
+        )
     if isinstance(spec, str):
         raise ValueError("an account's models must be a list or a table, not a string")
     return Account(models=spec)

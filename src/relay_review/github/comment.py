@@ -47,6 +47,7 @@ import logging
 import re
 import time
 from collections.abc import Callable
+from datetime import datetime
 from typing import Literal, TypeVar
 
 from github import Github, GithubException
@@ -73,7 +74,14 @@ HEAD_LINE_CHARS = len(HEAD_LINE.format(sha="0" * 64)) + 1
 MAX_BODY_CHARS = 65_536
 DEFAULT_AUTHOR = "github-actions[bot]"
 
+#: How many of the repository's comments are read for other pull requests' route memory: the
+#: newest 100 updated (one page, GitHub's largest; one request bounded by ``[github] timeout``),
+#: so a busy repository costs no more than a quiet one. A sticky comment updated less recently
+#: than the repository's 100 newest comments is not found: that run starts as cold as before.
+RECENT_COMMENTS = 100
+
 _SHA = re.compile(r"^[0-9a-fA-F]{7,64}$")
+_ISSUE_URL = re.compile(r"/issues/(\d{1,10})$")
 _HEAD = re.compile(r"^<!-- relay-review:head ([0-9a-fA-F]{7,64}) -->$")
 T = TypeVar("T")
 Action = Literal["created", "updated", "unchanged", "stale"]
@@ -191,6 +199,36 @@ def sticky_body(repo: Repository, number: int, author: str, marker: str = MARKER
     state store reads its payload, so a payload in anyone else's comment is never read."""
     comment, _ = find_sticky(repo, number, author, marker)
     return comment.body if comment is not None else None
+
+
+def recent_stickies(
+    repo: Repository,
+    author: str,
+    *,
+    since: datetime,
+    exclude: int,
+    marker: str = MARKER,
+) -> list[tuple[int, str]]:
+    """Our sticky comments (starting with ``marker``, by ``author``) on the repository's other
+    pull requests, newest updated first, as ``(number, body)``: among its
+    :data:`RECENT_COMMENTS` most recently updated comments since ``since``
+    (``GET /repos/{owner}/{repo}/issues/comments?sort=updated&direction=desc``, one page).
+    Pull request ``exclude`` (this run's) is left out. Raises :class:`GitHubEdgeError` when
+    GitHub does not list them (a rate limit too: nothing here waits)."""
+    try:
+        listing = repo.get_issues_comments(sort="updated", direction="desc", since=since)
+        page = listing.get_page(0)[:RECENT_COMMENTS]
+        found: list[tuple[int, str]] = []
+        for comment in page:
+            if not _is_ours(comment, author, marker):
+                continue
+            match = _ISSUE_URL.search(comment.issue_url or "")
+            if match is None or int(match.group(1)) == exclude:
+                continue
+            found.append((int(match.group(1)), comment.body))
+    except CLIENT_ERRORS as exc:
+        raise translate(exc, f"cannot list the comments of {repo.full_name}") from None
+    return found
 
 
 class _Uncertain(Exception):

@@ -15,10 +15,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from relay_review.pipeline.review import review
+from relay_review.pipeline.review import review, review_with_health
 from relay_review.pipeline.routes import chat, preflight
 
-__all__ = ["chat", "preflight", "review", "run_sync"]
+__all__ = ["chat", "preflight", "review", "review_with_health", "run_sync"]
 
 
 def run_sync(coro: Any) -> Any:

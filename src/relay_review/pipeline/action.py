@@ -19,16 +19,18 @@ command (``commands/run.py``).
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import time
 from collections.abc import Mapping, Sequence
+from datetime import UTC, datetime
 from typing import Any
 
 from relay_review import __version__
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
-from relay_review.github.comment import resolve_author, sticky_body
+from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
 from relay_review.github.errors import GitHubEdgeError, PolicyRefError, github_errors
 from relay_review.github.event import (
     CommentCommand,
@@ -45,7 +47,9 @@ from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
+from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
+from relay_review.providers.health import PublishedHealth
 from relay_review.render import catalog_table
 from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
@@ -60,6 +64,7 @@ from relay_review.routing.catalog import (
 )
 from relay_review.settings import (
     Account,
+    MemoryPolicy,
     Policy,
     key_conventions,
     resolve_accounts,
@@ -74,6 +79,8 @@ from relay_review.state import (
     findings_scope,
     open_store,
 )
+from relay_review.state.memory import CLOCK_SKEW_S
+from relay_review.state.routes import route_horizon
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -115,6 +122,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: catalog"):
         require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
         catalog = build_run_catalog(policy, discovery, require_zdr)
+        remaining = policy.serving.deadline - (time.monotonic() - started)
+        catalog, health = health_stage(catalog, policy, env, remaining)
         if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
             actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
@@ -125,7 +134,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: review"):
         run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
         store = KeptStore(
-            state_store(gh, repo, event, inputs, policy.state.timeout_s),
+            state_store(gh, repo, event, inputs, policy.state.timeout_s, policy.memory),
             secrets=run_secrets,
             scope=findings_scope(event.repo_full_name, event.number),
         )
@@ -151,6 +160,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
+    extra = report.model_extra if report.model_extra is not None else {}
+    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private
@@ -272,16 +283,31 @@ class KeptStore:
 
 
 def state_store(
-    gh: Any, repo: Any, event: PullRequestEvent, inputs: ActionInputs, timeout: float | None = None
+    gh: Any,
+    repo: Any,
+    event: PullRequestEvent,
+    inputs: ActionInputs,
+    timeout: float | None = None,
+    memory: MemoryPolicy | None = None,
 ) -> Store:
     """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
     ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
-    author), when the review asks for it."""
+    author), when the review asks for it, and the route memory of the newest sticky comment
+    (marker and author again) of the repository's other pull requests updated within
+    ``memory``'s route horizon (:func:`~relay_review.state.routes.route_horizon`): one
+    listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
         return open_store(inputs.state, timeout=timeout)
+    author = functools.cache(lambda: resolve_author(gh, inputs.comment_author))
+
+    def others() -> list[tuple[str, str | None]]:
+        horizon = route_horizon(memory or MemoryPolicy()) + CLOCK_SKEW_S
+        since = datetime.fromtimestamp(time.time() - horizon, UTC)
+        found = recent_stickies(repo, author(), since=since, exclude=event.number)
+        return [(f"#{number}", body) for number, body in found]
+
     return open_store(
-        "comment",
-        lambda: sticky_body(repo, event.number, resolve_author(gh, inputs.comment_author)),
+        "comment", lambda: sticky_body(repo, event.number, author()), read_others=others
     )
 
 
@@ -504,6 +530,35 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
     return catalog
+
+
+def health_stage(
+    catalog: Catalog, policy: Policy, env: Mapping[str, str], remaining: float
+) -> tuple[Catalog, PublishedHealth]:
+    """OpenRouter's published uptime as a prior on the catalog's order, and its key facts
+    (listings, no completion; one warning when they cannot be read)."""
+    problems: list[str] = []
+    catalog, health = asyncio.run(
+        published_health(catalog, policy, env, remaining=remaining, warn=problems.append)
+    )
+    if problems:  # the texts name model ids from provider listings: logged as untrusted
+        actions.warning(
+            "relay-review: OpenRouter's published health could not be read in full; routes "
+            "without it keep their place (no prior)",
+            title="relay-review: published health unavailable",
+        )
+        actions.log_untrusted("\n".join(problems))
+    if health.uptime:
+        low = [
+            e.agent_id
+            for e in catalog.selected
+            if e.uptime is not None and e.uptime < policy.catalog.min_uptime
+        ]
+        say(
+            f"published health: uptime for {len(health.uptime)} routes; {len(low)} below "
+            f"min_uptime {policy.catalog.min_uptime:g} % ranked last in their tier"
+        )
+    return catalog, health
 
 
 def empty_catalog_why(

@@ -28,7 +28,8 @@ from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
-from relay_review.state.routes import Recalled, recall, remember
+from relay_review.state.routes import Origins, Recalled, recall, remember
+from relay_review.state.stores import Borrowed
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
 #: in every repository that uses the key (so they share one budget) and must not reveal it; the
@@ -100,6 +101,8 @@ class RunMemory:
     routes: dict[str, str] = field(default_factory=dict)
     #: values every record is scrubbed of before it is written
     secrets: list[str] = field(default_factory=list)
+    #: the view's memos another pull request left (``state: comment``), and where from
+    origins: Origins = field(default_factory=Origins)
 
     @classmethod
     def load(
@@ -130,6 +133,15 @@ class RunMemory:
             chunks=dict(stored.chunks),
         )
         keys = usable_secrets([*run_secrets(entries, environ), *secrets])
+        borrowed = getattr(store, "borrowed", None)  # the comment store's other pull request
+        origins = Origins()
+        if isinstance(borrowed, Borrowed):
+            origins = Origins(
+                routes={a: borrowed.where for a, k in routes.items() if k in borrowed.routes},
+                accounts={
+                    n: borrowed.where for n, i in identities.items() if i in borrowed.accounts
+                },
+            )
         return cls(
             store=store,
             memory=view,
@@ -138,6 +150,7 @@ class RunMemory:
             identities=identities,
             routes=routes,
             secrets=keys,
+            origins=origins,
         )
 
     def load_chunks(self, keys: Iterable[str], policy: MemoryPolicy | None = None) -> None:
@@ -166,13 +179,13 @@ class RunMemory:
 
     def recall_onto(self, session: RoutingSession) -> None:
         """Lay the remembered routes on the session's board before it starts."""
-        self.recalled = recall(session.board, self.memory, self.clock())
+        self.recalled = recall(session.board, self.memory, self.clock(), self.origins)
 
     def recall_only(self, entries: Sequence[CatalogEntry]) -> RouteBoard:
         """A board of ``entries`` with the remembered routes laid on it, for a run that sends
         no request (every file reused): its rows say what memory holds, and the counts too."""
         board = RouteBoard(entries)
-        self.recalled = recall(board, self.memory, self.clock())
+        self.recalled = recall(board, self.memory, self.clock(), self.origins)
         return board
 
     def report(

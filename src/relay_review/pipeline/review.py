@@ -31,7 +31,12 @@ from relay_review.models import (
     Verdict,
 )
 from relay_review.pipeline.memory import RunMemory
-from relay_review.pipeline.routes import session_for
+from relay_review.pipeline.routes import (
+    published_health,
+    quota_report,
+    requests_sent,
+    session_for,
+)
 from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, ChunkPlan, plan_chunks, unit_text
 from relay_review.review.context import HeadFiles
@@ -664,6 +669,7 @@ async def review(
     if session is not None:
         report.readiness = [ProbeReport(**p) for p in session.readiness()]
         report.probes_sent = session.probes_sent
+        report.requests_by_account = requests_sent(session)  # type: ignore[attr-defined]
     else:  # every file reused: no request, but the table says what memory holds
         board = memory.recall_only(catalog.selected)
         report.readiness = [ProbeReport(**p.model_dump()) for p in board.rows()]
@@ -683,6 +689,18 @@ async def review(
         allow_approve=r.allow_approve,
     )
     report.verdict.findings = unique(with_fingerprints(report.verdict.findings, index))
+    return report
+
+
+async def review_with_health(
+    index: DiffIndex, catalog: Catalog, policy: Policy, environ: Mapping[str, str], **kwargs: Any
+) -> RunReport:
+    """:func:`review` over the catalog ranked by its routes' published health, with what the
+    review cost each account (``quota``; the ``review`` command's flow)."""
+    catalog, health = await published_health(catalog, policy, environ)
+    report = await review(index, catalog, policy, environ, **kwargs)
+    extra = report.model_extra if report.model_extra is not None else {}
+    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
     return report
 
 

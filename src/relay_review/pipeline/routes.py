@@ -2,18 +2,72 @@
 
 from __future__ import annotations
 
+import logging
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
+
+import httpx
 
 from relay_review.models import Catalog
 from relay_review.pipeline.memory import RunMemory, account_identities
+from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
+from relay_review.routing.catalog import rank_by_uptime
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
+
+log = logging.getLogger("relay_review.routing")
+
+
+async def published_health(
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    *,
+    remaining: float | None = None,
+    transport: httpx.AsyncBaseTransport | None = None,
+    warn: Callable[[str], None] | None = None,
+) -> tuple[Catalog, PublishedHealth]:
+    """The catalog ranked by its routes' published uptime (``[catalog] min_uptime``), and what
+    was read (:mod:`relay_review.providers.health`): listings only, bounded by ``[discovery]
+    timeout`` (and ``remaining`` seconds of the run), no request at all when ``[discovery]
+    health`` is off or no selected route is an OpenRouter route with a key. A failure is one
+    warning (``warn``, else the log); routes without a figure keep their place."""
+    if not policy.discovery.health:
+        return catalog, PublishedHealth()
+    timeout = policy.discovery.timeout
+    if remaining is not None:
+        timeout = max(0.1, min(timeout, remaining))
+    health = await read_health(catalog.selected, environ, timeout, transport=transport)
+    if health.errors:
+        (warn or log.warning)(
+            "published health (OpenRouter's endpoints and key listings) partly unavailable; "
+            "routes without it keep their place: " + "; ".join(health.errors)
+        )
+    if health.uptime:
+        catalog = rank_by_uptime(catalog, health.uptime, policy.catalog.min_uptime)
+    return catalog, health
+
+
+def requests_sent(session: RoutingSession | None) -> dict[str, int]:
+    """Requests the session let out per account (probes and serving; none held back)."""
+    if session is None or session.budgets is None:
+        return {}
+    return dict(session.budgets.sent)
+
+
+def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> dict[str, Any]:
+    """What the run cost each account (requests let out, probes included) and, where the key
+    endpoint said, the account's free tier (for the footer and the step summary)."""
+    return {
+        "requests_by_account": dict(sorted(sent.items())),
+        "keys": {name: k.to_json() for name, k in sorted(health.keys.items())},
+        "health_requests": health.requests,
+    }
 
 
 def session_for(
@@ -62,6 +116,7 @@ async def preflight(
 ) -> dict[str, Any]:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
+    catalog, health = await published_health(catalog, policy, environ)
     memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
     session = session_for(catalog, policy, environ, chat, wait_for_recalled=False, store=store)
     memory.recall_onto(session)
@@ -76,6 +131,7 @@ async def preflight(
         "memory": memory.report(
             catalog.selected, session.probes_sent, environ, policy
         ).model_dump(),
+        "quota": quota_report(health, requests_sent(session)),
     }
 
 
@@ -90,6 +146,7 @@ async def chat(
 ) -> dict[str, Any]:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
+    catalog, health = await published_health(catalog, policy, environ)
     memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
     session = session_for(catalog, policy, environ, chat_fn, store=store)
     memory.recall_onto(session)
@@ -115,4 +172,5 @@ async def chat(
         "memory": memory.report(
             catalog.selected, session.probes_sent, environ, policy
         ).model_dump(),
+        "quota": quota_report(health, requests_sent(session)),
     }

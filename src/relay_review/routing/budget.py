@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
@@ -71,6 +72,8 @@ class AccountBudgets:
         self.limits = dict(limits or {})  # account -> its policy budget
         self.identities = dict(identities or {})  # account -> what it is: its ledger key
         self.refusals = 0
+        #: account -> requests this run let out (probes and serving): what the run cost it
+        self.sent: Counter[str] = Counter()
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
         """``(ledger key, budget)`` for a request on ``entry``."""
@@ -96,6 +99,7 @@ class AccountBudgets:
             mine = self._granted.setdefault(key, [])
             mine[:] = [t for t in mine if t > now - DAY_S][-10_000:]
             mine.append(now)
+            self.sent[entry.account] += 1
             return None
         if answer.window in ("minute", "day"):
             self._held[key] = (now + answer.wait_s, answer.window)

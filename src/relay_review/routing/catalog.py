@@ -10,6 +10,12 @@ Inside a tier an account's routes are queued by (model, agent_id); accounts take
 alphabetical order, one route per turn. ``account_cap`` counts over the whole catalog; the fill
 stops at ``limit``. The i-th selected route of n gets priority n - i.
 
+**Published health** (:func:`rank_by_uptime`, issue 25) changes order only, never the
+selection: after the fill, inside each tier, the routes whose published uptime is below
+``[catalog] min_uptime`` move behind that tier's other routes (keeping their relative order),
+so they are served and probed last within their tier; free stays before priced and ZDR before
+non-ZDR. A route with no published figure has no prior and keeps its place.
+
 Input validation is strict (a bad report is a user error, exit 2), and every message names the
 route's index and the field.
 """
@@ -249,3 +255,24 @@ def build_catalog(
         excluded=dict(sorted(excluded.items())),
     )
     return Catalog(selected=selected, report=report)
+
+
+def rank_by_uptime(catalog: Catalog, uptime: Mapping[str, float], min_uptime: float) -> Catalog:
+    """The same selection with each route's published ``uptime`` (agent id -> percent)
+    attached, and inside each tier the routes below ``min_uptime`` moved last (see the module
+    doc); priorities renumbered n..1 in the new order. Pure."""
+
+    def low(entry: CatalogEntry) -> bool:
+        value = uptime.get(entry.agent_id)
+        return value is not None and value < min_uptime
+
+    ordered = sorted(
+        enumerate(catalog.selected),
+        key=lambda item: (_tier(item[1].cost, item[1].zdr), low(item[1]), item[0]),
+    )
+    n = len(ordered)
+    selected = [
+        entry.model_copy(update={"priority": n - i, "uptime": uptime.get(entry.agent_id)})
+        for i, (_, entry) in enumerate(ordered)
+    ]
+    return Catalog(selected=selected, report=catalog.report)

@@ -4,7 +4,8 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 
 - a plain path or ``file:PATH``: one JSON file, written atomically under a lock;
 - ``none``: no memory;
-- ``comment`` (the action only, its default): a hidden payload in the sticky comment;
+- ``comment`` (the action only, its default): a hidden payload in the sticky comment (route
+  memory is also read from the newest sticky comment of the repository's other pull requests);
 - ``redis://[[user]:password@]host[:port][/db][?prefix=P][&cluster=true]`` or ``rediss://...``
   (TLS, certificate verified unless ``ssl_cert_reqs=none``, which is warned about): shared by
   every run that uses it, with the quota ledger (:mod:`.redis_store`); a Redis Cluster through
@@ -23,7 +24,7 @@ before routing and writes it once after; no stage below the pipeline knows which
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from relay_review.state.memory import Limits, Memory
 from relay_review.state.stores import (
@@ -63,14 +64,16 @@ def open_store(
     read_body: Callable[[], str | None] | None = None,
     *,
     timeout: float | None = None,
+    read_others: Callable[[], Iterable[tuple[str, str | None]]] | None = None,
 ) -> Store:
-    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``;
+    """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``,
+    ``read_others`` the other pull requests' (route memory only, see :class:`CommentStore`);
     ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
     A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
-        return CommentStore(read_body or (lambda: None))
+        return CommentStore(read_body or (lambda: None), read_others)
     if url.startswith(("redis://", "rediss://")):
         from relay_review.state.redis_store import (
             TIMEOUT_S,

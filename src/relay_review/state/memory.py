@@ -206,6 +206,23 @@ class Memory(_Record):
         )
 
 
+def newer_routes(own: Memory, other: Memory) -> tuple[Memory, set[str], set[str]]:
+    """``own`` with ``other``'s route and account memos where ``own`` has none or an older one
+    (by ``at``; ``own`` wins a tie), its chunks and findings untouched; and the route and
+    account keys taken from ``other``."""
+    merged: dict[str, dict[str, RouteMemo]] = {}
+    taken: dict[str, set[str]] = {}
+    for name in ("routes", "accounts"):
+        mine: dict[str, RouteMemo] = dict(getattr(own, name))
+        taken[name] = set()
+        for key, memo in getattr(other, name).items():
+            if key not in mine or memo.at > mine[key].at:
+                mine[key] = memo
+                taken[name].add(key)
+        merged[name] = mine
+    return own.model_copy(update=merged), taken["routes"], taken["accounts"]
+
+
 class Unusable(ValueError):
     """A stored record that cannot be used; the message says why (for the one warning)."""
 

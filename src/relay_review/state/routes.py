@@ -17,7 +17,8 @@ request cannot deny review to the next one (for ``[memory] dead``, org-wide with
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
@@ -52,11 +53,26 @@ def ago(seconds: float) -> str:
     return f"{s // 86400} d"
 
 
-def _memo_for(memory: Memory, agent_id: str, account: str, now: float) -> RouteMemo | None:
-    """The fresh memo that decides a route: its account's (dead) first, then its own."""
-    for memo in (memory.accounts.get(account), memory.routes.get(agent_id)):
+@dataclass(frozen=True)
+class Origins:
+    """Where the memos not from this pull request's own record came from (``#12``): by agent id
+    (routes) and by account name (accounts)."""
+
+    routes: Mapping[str, str] = field(default_factory=dict)
+    accounts: Mapping[str, str] = field(default_factory=dict)
+
+
+def _memo_for(
+    memory: Memory, agent_id: str, account: str, now: float, origins: Origins
+) -> tuple[RouteMemo, str] | None:
+    """The fresh memo that decides a route, and where it came from ("": this record): its
+    account's (dead) first, then its own."""
+    for memo, where in (
+        (memory.accounts.get(account), origins.accounts.get(account, "")),
+        (memory.routes.get(agent_id), origins.routes.get(agent_id, "")),
+    ):
         if memo is not None and memo.until > now:
-            return memo
+            return memo, where
     return None
 
 
@@ -73,15 +89,20 @@ class Recalled:
         return self.proven + self.dead + self.cooling
 
 
-def recall(board: RouteBoard, memory: Memory, now: float) -> Recalled:
-    """Lay ``memory``'s fresh memos on ``board`` (see the module docs); the counts."""
+def recall(
+    board: RouteBoard, memory: Memory, now: float, origins: Origins | None = None
+) -> Recalled:
+    """Lay ``memory``'s fresh memos on ``board`` (see the module docs); the counts. A memo
+    another pull request left (``origins``) says so: ``remembered from #12: served, ...``."""
     counts = Recalled()
     for e in board.entries:
-        memo = _memo_for(memory, e.agent_id, e.account, now)
-        if memo is None:
+        found = _memo_for(memory, e.agent_id, e.account, now, origins or Origins())
+        if found is None:
             continue
+        memo, where = found
         what = "served" if memo.state == "proven" else memo.outcome
-        detail = f"remembered: {what}, {ago(now - memo.at)} ago"
+        source = f" from {where}" if where else ""
+        detail = f"remembered{source}: {what}, {ago(now - memo.at)} ago"
         if memo.state == "cooling":
             detail += f"; cooling for {ago(memo.until - now)} more"
         status = {
@@ -99,6 +120,15 @@ def longest_ttl(policy: MemoryPolicy) -> float:
     ``Retry-After`` remembered as a cooldown is capped at it); the same bound records are read
     with (:func:`relay_review.state.memory.horizon`)."""
     return horizon(policy)
+
+
+def route_horizon(policy: MemoryPolicy) -> float:
+    """The longest a route or account memo is written to count (``proven``, ``dead``,
+    ``rate_limited``, ``timeout_max``, ``server_error``): a record not updated for longer holds
+    no fresh route memo (a ``Retry-After`` longer than these is the rare exception)."""
+    return max(
+        policy.proven, policy.dead, policy.rate_limited, policy.timeout_max, policy.server_error
+    )
 
 
 def classify(

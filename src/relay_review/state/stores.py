@@ -31,6 +31,7 @@ from relay_review.state.memory import (
     Unusable,
     decode,
     encode,
+    newer_routes,
 )
 
 log = logging.getLogger("relay_review.state")
@@ -207,21 +208,70 @@ def read_payload(
     return decode(data, limit, limits)
 
 
+@dataclass(frozen=True)
+class Borrowed:
+    """Route memory taken from another pull request's sticky comment: where (``#12``), and the
+    stored route keys and account identities whose memos came from it (newer than this pull
+    request's own, or not in it)."""
+
+    where: str
+    routes: frozenset[str] = frozenset()
+    accounts: frozenset[str] = frozenset()
+
+
 class CommentStore:
     """``comment``: a hidden payload line in the sticky comment the action already owns.
 
     ``read_body`` returns the body of the comment found by marker **and** author (or None); the
     GitHub edge provides it, so a payload in anyone else's comment is never read. ``save`` keeps
     the line for the publisher to put into the comment it posts (:attr:`line`).
+
+    ``read_others`` (optional) returns the sticky comments of the repository's *other* pull
+    requests, found the same way (marker **and** author), newest updated first, as ``(where,
+    body)``. Of the newest whose payload passes the same decoding (size, base64, version,
+    schema, times possible under the limits) and holds memos of this run's routes or accounts
+    (``wanted``), the **route memory** only is taken (never its review cache nor its findings)
+    and merged into this pull request's own: per route, the newer memo wins (own on a tie). A
+    listing that fails, and the unusable payloads, cost one warning each at most; the run goes
+    on with its own memory. Read only when ``wanted`` names routes or accounts (or is None).
     """
 
     kind = "comment"
 
-    def __init__(self, read_body: Callable[[], str | None]) -> None:
+    def __init__(
+        self,
+        read_body: Callable[[], str | None],
+        read_others: Callable[[], Iterable[tuple[str, str | None]]] | None = None,
+    ) -> None:
         self.read_body = read_body
+        self.read_others = read_others
         self.line: str | None = None
+        #: What the last load took from another pull request (None: nothing).
+        self.borrowed: Borrowed | None = None
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
+        own = self._own(limits)
+        if self.read_others is None or (
+            wanted is not None and not (wanted.routes or wanted.accounts)
+        ):
+            return own
+        found = self._other(limits, wanted)
+        if found is None:
+            return own
+        where, other = found
+        merged, routes, accounts = newer_routes(own, other)
+        self.borrowed = Borrowed(where, frozenset(routes), frozenset(accounts))
+        log.info(
+            "state comment: route memory from %s (%d of this run's routes, %d accounts; "
+            "%d newer than this pull request's own)",
+            where,
+            len(other.routes),
+            len(other.accounts),
+            len(routes) + len(accounts),
+        )
+        return merged
+
+    def _own(self, limits: Limits | None) -> Memory:
         try:
             body = self.read_body()
         except Exception as exc:  # memory never fails a run
@@ -233,6 +283,51 @@ class CommentStore:
         except Unusable as exc:
             warn_unusable("comment", str(exc))
             return Memory()
+
+    def _other(self, limits: Limits | None, wanted: Wanted | None) -> tuple[str, Memory] | None:
+        """``(where, its route memory for wanted)`` of the newest usable other pull request."""
+        assert self.read_others is not None
+        try:
+            candidates = list(self.read_others())
+        except Exception as exc:  # memory never fails a run
+            status = getattr(exc, "status", None)
+            log.warning(
+                "state comment: other pull requests' route memory not read (%s%s); this run "
+                "uses this pull request's own only",
+                type(exc).__name__,
+                f", HTTP {status}" if status else "",
+            )
+            return None
+        ignored, why = 0, ""
+        found: tuple[str, Memory] | None = None
+        for where, body in candidates:
+            try:
+                loaded = read_payload(body, limits=limits)
+            except Unusable as exc:
+                ignored, why = ignored + 1, why or f"{where}: {exc}"
+                continue
+            if loaded is None:
+                continue  # a sticky comment without memory (a run with state none)
+            if loaded.ignored:
+                ignored, why = ignored + 1, why or f"{where}: {loaded.why}"
+            memory = loaded.memory
+            routes = {
+                k: v for k, v in memory.routes.items() if wanted is None or k in wanted.routes
+            }
+            accounts = {
+                k: v for k, v in memory.accounts.items() if wanted is None or k in wanted.accounts
+            }
+            if routes or accounts:
+                found = (where, Memory(routes=routes, accounts=accounts))
+                break
+        if ignored:
+            log.warning(
+                "state comment: %d other pull %s route memory ignored (%s)",
+                ignored,
+                "request's" if ignored == 1 else "requests'",
+                why,
+            )
+        return found
 
     def save(self, memory: Memory) -> None:
         self.line = payload_line(memory)
