@@ -6,12 +6,16 @@ redis-servers (Debian's package, started here on free ports).
 - ``--fault kill|stop|restart|latency|all``: the same with Redis killed, stopped (SIGSTOP) or
   restarted empty once the first requests went out, or 0.8 s added to every reply: requests per
   account per window against ``rpm``;
+- ``--hungry``: runs that each want more than the budget (ledger calls in one process, one
+  store and ledger per run): granted per window against ``rpm`` for each fault (and Redis
+  killed before any run starts), at ``[state] offline_share`` 1 (the old behaviour) and 0.25;
 - ``--scale``: 50 concurrent runs (commands, connections and bytes per run from ``INFO``
   deltas, p50/p95 run time, requests per window vs ``rpm``), then one run's memory load with
   10,000 chunk memos and 200,000 unrelated keys in the database (time, commands, and through a
   50 ms-per-reply proxy: round trips).
 
-Run: ``python bench/ledger_load.py [--processes 12] [--rpm 4] [--fault all] [--scale]``.
+Run: ``python bench/ledger_load.py [--processes 12] [--rpm 4] [--fault all] [--hungry]
+[--scale]``.
 """
 
 from __future__ import annotations
@@ -91,6 +95,60 @@ def fault_run(
             while_running=after_first_requests(action),
             policy_extra=extra,
         )
+    finally:
+        server.stop()
+
+
+def hungry(tmp: Path, fault: str, runs: int, rpm: int, share: float, timeout: float) -> int:
+    """``runs`` runs in this process (each its own store and ledger, as separate processes
+    have), each wanting ``rpm + 2`` requests on one account, a request every 0.2 s; the fault
+    once the runs' first requests were reserved (``blind``: Redis killed before any run
+    starts). Returns the most requests granted in any 60 s (all within one window here)."""
+    import asyncio
+
+    from relay_review.models import CatalogEntry, Cost, Route
+    from relay_review.routing.budget import AccountBudgets
+    from relay_review.state.ledger import Budget
+
+    server = RedisServer(tmp / f"redis-hungry-{fault}-{share}")
+    route = Route(
+        index=0,
+        account="acct",
+        provider="openai_compatible",
+        model="m",
+        agent_id="acct/m",
+        base_url="http://127.0.0.1:9/v1",
+        api_key_env="NONE",
+    )
+    entry = CatalogEntry(route=route, cost=Cost.PRICED, zdr=False, priority=1)
+
+    async def one(url: str) -> int:
+        ledger = RedisStore(url, prefix="h:", timeout=timeout).ledger
+        budgets = AccountBudgets(ledger, {"acct": Budget(rpm=rpm)}, timeout=timeout, share=share)
+        granted = 0
+        for _ in range(rpm + 2):
+            granted += await budgets.admit(entry, 30.0) is None
+            await asyncio.sleep(0.2)
+        return granted
+
+    async def fleet(url: str) -> int:
+        tasks = [asyncio.create_task(one(url)) for _ in range(runs)]
+        await asyncio.sleep(0.3)  # every run has reserved once
+        if fault != "latency":
+            await asyncio.to_thread(
+                {"kill": server.kill, "stop": server.pause, "restart": server.restart}.get(
+                    fault, lambda: None
+                )
+            )
+        return sum(await asyncio.gather(*tasks))
+
+    try:
+        if fault == "blind":
+            server.kill()
+        if fault == "latency":
+            with DelayProxy(("127.0.0.1", server.port), low=0.8, high=0.8) as proxy:
+                return asyncio.run(fleet(proxy.url))
+        return asyncio.run(fleet(server.url))
     finally:
         server.stop()
 
@@ -183,9 +241,30 @@ def main() -> int:
     parser.add_argument("--fault", choices=[*FAULTS, "all"], default=None)
     parser.add_argument("--scale", action="store_true")
     parser.add_argument("--timeout", type=float, default=1.0, help="[state] timeout_s")
+    parser.add_argument(
+        "--hungry",
+        action="store_true",
+        help="runs that each want more than the budget (in one process), for each fault, at "
+        "offline_share 1 (a whole window per run: the old behaviour) and the default 0.25",
+    )
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as name:
         tmp = Path(name)
+        if args.hungry:
+            print(
+                f"{args.processes} runs each wanting {args.rpm + 2} requests of one account at "
+                f"rpm {args.rpm}, timeout_s {args.timeout}: granted in the window"
+            )
+            for fault in ("blind", *FAULTS):
+                got = [
+                    hungry(tmp, fault, args.processes, args.rpm, share, args.timeout)
+                    for share in (1.0, 0.25)
+                ]
+                print(
+                    f"  {fault:8s} offline_share 1: {got[0]}/{args.rpm}, "
+                    f"offline_share 0.25: {got[1]}/{args.rpm}"
+                )
+            return 0
         if args.scale:
             scale(tmp, args.rpm)
             return 0

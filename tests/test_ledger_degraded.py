@@ -66,16 +66,91 @@ async def test_a_ledger_lost_mid_run_goes_on_from_what_it_said(
         server.resume()
 
 
-async def test_grants_alone_seed_the_in_process_ledger(server: RedisServer) -> None:
+async def test_grants_and_the_cut_reservation_seed_the_in_process_ledger(
+    server: RedisServer,
+) -> None:
+    """rpm 4: two granted, then Redis killed while the third is on its way (the connection cut
+    without an answer: the server may have applied it, so it counts): one more, not four."""
     store = RedisStore(server.url, prefix="deg2:", timeout=0.5)
-    budgets = AccountBudgets(store.ledger, {"acct": Budget(rpm=3)}, timeout=0.5)
+    # offline_share 1: no cap of its own, so what is seen is the seeding alone
+    budgets = AccountBudgets(store.ledger, {"acct": Budget(rpm=4)}, timeout=0.5, share=1.0)
     e = entry("acct")
     assert await budgets.admit(e, 30) is None
     assert await budgets.admit(e, 30) is None
     server.kill()
-    assert await budgets.admit(e, 30) is None  # the third of 3: the in-process ledger grants
-    fourth = await budgets.admit(e, 30)
-    assert fourth is not None and "per-minute limit" in (fourth.detail or "")
+    assert await budgets.admit(e, 30) is None  # 2 + the cut one + this = 4
+    fifth = await budgets.admit(e, 30)
+    assert fifth is not None and "per-minute limit" in (fifth.detail or "")
+
+
+async def test_a_run_that_lost_the_ledger_sends_only_its_share(server: RedisServer) -> None:
+    """rpm 20, the default offline_share 0.25: once the shared ledger is lost, this run's own
+    requests in the window (the 2 it sent before included) stop at 5, though the window it
+    last saw held only 2 of 20."""
+    store = RedisStore(server.url, prefix="deg4:", timeout=0.5)
+    budgets = AccountBudgets(store.ledger, {"acct": Budget(rpm=20)}, timeout=0.5)
+    e = entry("acct")
+    assert await budgets.admit(e, 30) is None
+    assert await budgets.admit(e, 30) is None
+    server.kill()
+    answers = [await budgets.admit(e, 30) for _ in range(10)]
+    assert sum(a is None for a in answers) == 3  # 2 + 3 = 5 = 0.25 of 20
+    refused = [a.detail or "" for a in answers if a is not None]
+    assert all("per-minute limit (this run's offline_share" in d for d in refused), refused
+
+
+@pytest.mark.parametrize(("rpm", "share", "each"), [(4, 0.25, 1), (20, 0.25, 5), (4, 0.0, 1)])
+async def test_twelve_runs_that_never_reached_redis_stay_within_n_times_their_share(
+    server: RedisServer, caplog: pytest.LogCaptureFixture, rpm: int, share: float, each: int
+) -> None:
+    """Redis killed before the runs start: no run knows what the others send, so each sends at
+    most its share (at least one) per window: 12 runs, at most 12 x share in the minute (before:
+    each run a whole window, 12 x rpm: 48 at rpm 4)."""
+    url = server.url
+    server.kill()
+    e = entry("acct")
+    runs = [
+        AccountBudgets(
+            RedisStore(url, prefix="blind:", timeout=0.3).ledger,
+            {"acct": Budget(rpm=rpm)},
+            timeout=0.3,
+            share=share,
+        )
+        for _ in range(12)
+    ]
+    with caplog.at_level(logging.WARNING):
+        granted = [sum([await run.admit(e, 30) is None for _ in range(rpm + 2)]) for run in runs]
+    assert granted == [each] * 12, granted  # total 12 x each, never 12 x rpm
+    warned = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert len(warned) == 12, warned  # one per run
+    assert all("per run and conservatively" in w and "ConnectionError" in w for w in warned)
+
+
+async def test_a_reservation_that_timed_out_counts_as_granted(
+    server: RedisServer, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Redis stopped (SIGSTOP) while a reservation is on its way: the server applies it once it
+    runs again, so the in-process ledger counts it as granted (rpm 2: one sent, one pending, so
+    the window is full; before, the run granted a second request)."""
+    store = RedisStore(server.url, prefix="slow:", timeout=5)
+    budgets = AccountBudgets(store.ledger, {"acct": Budget(rpm=2)}, timeout=0.5, share=1.0)
+    e = entry("acct")
+    assert await budgets.admit(e, 30) is None
+    server.pause()
+    try:
+        with caplog.at_level(logging.WARNING):
+            refused = await budgets.admit(e, 30)
+    finally:
+        server.resume()
+    assert isinstance(budgets.ledger, MemoryLedger)
+    assert refused is not None and "per-minute limit" in (refused.detail or "")
+    (warned,) = [r.getMessage() for r in caplog.records if "unavailable" in r.getMessage()]
+    assert "no answer within [state] timeout_s = 0.5 s" in warned
+    assert "per run and conservatively" in warned
+    with redis.Redis.from_url(server.url) as check:
+        # the server did apply the reservation that timed out
+        keys = [k for k in check.scan_iter("slow:ledger:*:m")]
+        assert len(keys) == 1 and check.zcard(keys[0]) == 2
 
 
 async def test_a_restart_empty_is_noticed_once_and_the_runs_grants_put_back(
@@ -101,16 +176,19 @@ async def test_a_restart_empty_is_noticed_once_and_the_runs_grants_put_back(
 async def test_the_in_process_ledger_counts_what_other_runs_had_reserved(
     server: RedisServer,
 ) -> None:
-    """Run B took 2 of 4; run A took 1 and then lost Redis: A grants one more, not four."""
+    """rpm 5: run B took 2, run A took 1 and then lost Redis with its next reservation on the
+    way (counted): A grants one more (the 5th), not five. offline_share 1: the seeding alone."""
     e = entry("acct")
-    limits = {"acct": Budget(rpm=4)}
-    other = AccountBudgets(RedisStore(server.url, prefix="deg3:").ledger, limits, timeout=0.5)
+    limits = {"acct": Budget(rpm=5)}
+    ledger = RedisStore(server.url, prefix="deg3:").ledger
+    other = AccountBudgets(ledger, limits, timeout=0.5, share=1.0)
     assert await other.admit(e, 30) is None
     assert await other.admit(e, 30) is None
-    mine = AccountBudgets(RedisStore(server.url, prefix="deg3:").ledger, limits, timeout=0.5)
+    ledger = RedisStore(server.url, prefix="deg3:").ledger
+    mine = AccountBudgets(ledger, limits, timeout=0.5, share=1.0)
     assert await mine.admit(e, 30) is None  # the shared window now holds 3
     server.kill()
-    assert await mine.admit(e, 30) is None  # the 4th
+    assert await mine.admit(e, 30) is None  # 3 + the cut one + this = 5
     refused = await mine.admit(e, 30)
     assert isinstance(mine.ledger, MemoryLedger)
     assert refused is not None and "per-minute limit" in (refused.detail or "")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 
 from relay_review.drill import FaultFleet
 from relay_review.models import RunReport
@@ -261,3 +262,32 @@ def test_old_and_hostile_memos_are_ignored() -> None:
     assert got.quote == line
     with pytest.raises(ValueError):
         ReusedFinding.model_validate({**finding.model_dump(), "quote_pre": "secret text"})
+
+
+async def test_a_redis_store_says_changed_since_like_the_comment_store(
+    fleet: FaultFleet, redis_server: Any
+) -> None:
+    """Redis reads by name: a changed file's earlier unit has another key, so the store keeps a
+    pointer to each file's latest unit (by scope and path) and the reason is the same as with
+    the comment store ("changed since <sha>", not "no earlier review")."""
+    from relay_review.state.redis_store import RedisStore
+
+    store = RedisStore(redis_server.url, prefix="reuse:")
+    one, _ = await run(fleet, ten_files(), store, SHA1)  # type: ignore[arg-type]
+    assert one["memory"]["not_reused"] == "no earlier review"
+    changed = FILES[3]
+    store = RedisStore(redis_server.url, prefix="reuse:")  # another run
+    two, _ = await run(fleet, ten_files(extra_in=3), store, SHA2)  # type: ignore[arg-type]
+    assert two["memory"]["reused_files"] == 9
+    assert two["memory"]["not_reused"] == f"changed since {SHA1[:12]}: {changed}"
+    comment = comment_markdown(RunReport.from_json(two))
+    assert f"changed since {SHA1[:12]}" in comment
+    # the pointers hold a chunk key and a time only (no path, no diff text)
+    with redis.Redis.from_url(redis_server.url) as check:
+        pointers = [check.get(k) for k in check.scan_iter("reuse:m:latest:*")]
+    assert len(pointers) == 10
+    assert all(set(json.loads(p or b"{}")) == {"key", "at"} for p in pointers)
+    # the file changed back: its first unit is found by its key again, every file reused
+    store = RedisStore(redis_server.url, prefix="reuse:")
+    three, _ = await run(fleet, ten_files(), store, "c" * 40)  # type: ignore[arg-type]
+    assert three["memory"]["reused_files"] == 10 and three["memory"]["not_reused"] == ""

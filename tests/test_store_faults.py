@@ -258,7 +258,8 @@ def entries(*models: str) -> list[Any]:
 @pytest.mark.parametrize("exc", [ConnectionError("gone"), KeyError("x"), RuntimeError("bug")])
 async def test_every_concurrent_caller_goes_on_when_the_shared_ledger_fails(exc: Exception) -> None:
     ledger = FailingLedger(exc)
-    budgets = AccountBudgets(ledger, {"acct0": Budget(rpm=3)})
+    # offline_share 1: the whole window for this run (the default caps it: test_ledger_degraded)
+    budgets = AccountBudgets(ledger, {"acct0": Budget(rpm=3)}, share=1.0)
     (entry,) = entries("m")
     answers = await asyncio.gather(*(budgets.admit(entry, 10.0) for _ in range(8)))
     # the in-process ledger took over once, for all eight: three granted, five refused

@@ -318,6 +318,10 @@ class StatePolicy(_Section):
     timeout_s: float = _opt(
         1.0, "a number of seconds > 0, at most 30", gt=0, le=30, allow_inf_nan=False
     )
+    #: The share of each window of an account's budget one run sends on its own once the
+    #: shared ledger is lost or never reached (at least one request per window): ``n`` runs
+    #: without it send at most ``n`` times this share. 1: a whole window each (no bound).
+    offline_share: float = _opt(0.25, "a number from 0 to 1", ge=0, le=1, allow_inf_nan=False)
 
 
 class Policy(_Section):

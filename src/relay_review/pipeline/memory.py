@@ -115,17 +115,19 @@ class RunMemory:
         secrets: Iterable[str] = (),
         policy: MemoryPolicy | None = None,
         chunks: Iterable[str] = (),
+        latest: Iterable[str] = (),
     ) -> RunMemory:
         """Read the store (never fails: an unusable one is empty, and entries impossible under
         ``policy``'s times are dropped, with one warning) and lay the entries of ``entries``'
         accounts on the view by name. A store of one key per entry reads only what this run
-        needs: ``entries``' routes and accounts and the review-cache keys ``chunks``."""
+        needs: ``entries``' routes and accounts, the review-cache keys ``chunks`` and the latest
+        units of the files ``latest`` (:func:`~relay_review.state.latest_unit`)."""
         store = store or NullStore()
         environ = environ or {}
         now = clock()
         identities = account_identities(entries, environ)
         routes = route_keys(entries, identities)
-        wanted = Wanted.of(routes.values(), identities.values(), chunks)
+        wanted = Wanted.of(routes.values(), identities.values(), chunks, latest=latest)
         stored = store.load(Limits.of(policy, now), wanted).fresh(now)
         view = Memory(
             routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},

@@ -75,7 +75,7 @@ from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
-from relay_review.state import Store
+from relay_review.state import Store, latest_unit
 from relay_review.state.chunks import (
     chunk_key,
     chunk_memo,
@@ -611,8 +611,9 @@ async def review(
         for f in index.files
         if f.path in packable
     }
-    # a store of one key per entry (Redis) reads only these: the files' units, then the chunk
-    # reviews (their summaries) those units point to
+    # a store of one key per entry (Redis) reads only these: the files' units (and each file's
+    # latest unit, whatever its content: "changed since"), then the chunk reviews (their
+    # summaries) those units point to
     memory = RunMemory.load(
         store,
         entries=catalog.selected,
@@ -620,6 +621,7 @@ async def review(
         secrets=secrets,
         policy=policy.memory,
         chunks=units.values(),
+        latest=[latest_unit(scope, path) for path in units],
     )
     memory.load_chunks(
         {m.group for k in units.values() if (m := memory.memory.chunks.get(k)) and m.group},

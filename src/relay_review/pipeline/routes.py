@@ -102,7 +102,11 @@ def account_budgets(
     under the account's identity (kind, base URL, key fingerprint), never its name."""
     limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
     return AccountBudgets(
-        getattr(store, "ledger", None), limits, identities, timeout=policy.state.timeout_s
+        getattr(store, "ledger", None),
+        limits,
+        identities,
+        timeout=policy.state.timeout_s,
+        share=policy.state.offline_share,
     )
 
 

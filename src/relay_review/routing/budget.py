@@ -18,10 +18,15 @@ account counts); otherwise the provider's published free-tier limits for its fre
 
 A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
 within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
-the rest of the run by an in-process one, with one warning naming the store and the cause: the
-budget still holds within this run, and the in-process ledger starts from what the shared one
-said this run (its grants' times, a refusal until it frees, and how many reservations of every
-run its windows last held), never from a whole fresh window.
+the rest of the run by an in-process one, with one warning naming the store and the cause, and
+saying the budgets are now enforced per run, conservatively. The in-process ledger starts from
+what the shared one said this run (its grants' times, a refusal until it frees, how many
+reservations of every run its windows last held, and a reservation whose answer never came,
+which the server may have applied, as granted), never from a whole fresh window; and whatever it
+knows, this run's own requests in any window are capped at ``[state] offline_share`` of the
+account's budget (at least one): a run cannot know what the runs it no longer hears from send,
+so ``n`` runs without the shared ledger send at most ``n`` times that share in any window, on
+top of what the shared ledger granted (a run that never reached Redis knows nothing else).
 The swap is made once however many requests (concurrent probes and chunks) saw the failure:
 each caller whose call to the failed ledger raised goes on with the in-process one.
 
@@ -40,7 +45,15 @@ from typing import TypeVar
 
 from relay_review.models import CatalogEntry, Outcome, OutcomeKind
 from relay_review.providers.kinds import KINDS
-from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger, Window
+from relay_review.state.ledger import (
+    CONSERVATIVE,
+    DAY_S,
+    OFFLINE_SHARE,
+    Budget,
+    Ledger,
+    MemoryLedger,
+    Window,
+)
 
 log = logging.getLogger("relay_review.routing")
 
@@ -62,9 +75,11 @@ class AccountBudgets:
         limits: Mapping[str, Budget] | None = None,
         identities: Mapping[str, str] | None = None,
         timeout: float = LEDGER_TIMEOUT_S,
+        share: float = OFFLINE_SHARE,
     ) -> None:
         self.ledger: Ledger = ledger or MemoryLedger()
         self.timeout = timeout  # [state] timeout_s: the longest one ledger call may take
+        self.share = share  # [state] offline_share: this run's share once the shared one is lost
         #: what the ledger said this run, per ledger key: grant times, the last refusal's end
         self._granted: dict[str, list[float]] = {}
         self._held: dict[str, tuple[float, Window]] = {}
@@ -129,6 +144,9 @@ class AccountBudgets:
             return await op(ledger)
         try:
             return await asyncio.wait_for(op(ledger), timeout=timeout)
+        except TimeoutError:  # the cause as the warning names it: the setting to raise
+            cause = TimeoutError(f"no answer within [state] timeout_s = {timeout:g} s")
+            self._fall_back(ledger, cause)
         except Exception as exc:  # the shared ledger failed: never fail the run for it
             self._fall_back(ledger, exc)
         return await op(self.ledger)
@@ -138,15 +156,22 @@ class AccountBudgets:
         ``failed`` raised after another caller swapped it finds the swap made and says nothing."""
         if self.ledger is not failed:
             return
-        fresh = MemoryLedger()
-        for key in {*self._granted, *self._held, *self._seen}:
-            fresh.seed(key, self._granted.get(key, []), self._held.get(key), self._seen.get(key))
+        pending = getattr(failed, "pending", None)
+        maybe: dict[str, list[float]] = pending() if callable(pending) else {}
+        fresh = MemoryLedger(share=self.share)
+        for key in {*self._granted, *self._held, *self._seen, *maybe}:
+            fresh.seed(
+                key,
+                self._granted.get(key, []),
+                self._held.get(key),
+                self._seen.get(key),
+                maybe.get(key),
+            )
         self.ledger = fresh
         report = getattr(failed, "report_failure", None)
         if callable(report):
             report(exc)  # the store says it once, for memory and ledger together
         else:
             log.warning(
-                "quota ledger unavailable (%s); this run goes on with an in-process ledger",
-                type(exc).__name__,
+                "quota ledger unavailable (%s); this run %s", type(exc).__name__, CONSERVATIVE
             )

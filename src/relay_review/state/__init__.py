@@ -34,6 +34,7 @@ from relay_review.state.stores import (
     Store,
     Wanted,
     findings_scope,
+    latest_unit,
 )
 from relay_review.state.urls import StateUrlError, check_state_url, checks_off, url_secrets
 
@@ -49,6 +50,7 @@ __all__ = [
     "Wanted",
     "check_state_url",
     "findings_scope",
+    "latest_unit",
     "open_store",
     "url_secrets",
 ]

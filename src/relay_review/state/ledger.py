@@ -49,6 +49,8 @@ class Reservation:
     #: a shared ledger's count of the account's reservations in its minute and day windows
     #: after this answer (every run's), for the in-process ledger to start from if it is lost
     in_window: tuple[int, int] | None = None
+    #: refused by this run's own share of the window (the shared ledger lost: ``allowance``)
+    share: bool = False
 
     @property
     def detail(self) -> str:
@@ -56,10 +58,34 @@ class Reservation:
         if self.granted:
             return ""
         what = {"minute": "per-minute limit", "day": "per-day limit", "closed": "window closed"}
-        return f"account budget: {what[self.window or 'minute']}, frees in {self.wait_s:.0f} s"
+        said = what[self.window or "minute"]
+        if self.share:
+            said += " (this run's offline_share: no shared ledger)"
+        return f"account budget: {said}, frees in {self.wait_s:.0f} s"
 
 
 GRANTED = Reservation(True)
+
+#: The default share of each window of an account's budget one run uses on its own once the
+#: shared ledger is lost (``[state] offline_share``).
+OFFLINE_SHARE = 0.25
+
+#: What the one warning of a run that lost the shared ledger says of the budgets it keeps.
+CONSERVATIVE = (
+    "enforces account budgets in-process, per run and conservatively: it cannot hear "
+    "the other runs, so it sends at most [state] offline_share of each window of an account's "
+    "budget (at least one request), counting what the shared ledger last said"
+)
+
+
+def allowance(limit: int | None, share: float) -> int | None:
+    """The most requests one run sends in a window of ``limit`` once it has lost the shared
+    ledger (or never reached it): ``share`` of the window, at least one request. It cannot
+    know how many other runs do the same, so ``n`` such runs send at most ``n`` times this in
+    any window (the bound the warning and the README state)."""
+    if not limit:
+        return None
+    return max(1, min(limit, math.floor(limit * share)))
 
 
 class Ledger(Protocol):
@@ -71,16 +97,28 @@ class Ledger(Protocol):
 
 
 class MemoryLedger:
-    """Sliding windows kept in this process (one run: its probes and serving share them)."""
+    """Sliding windows kept in this process (one run: its probes and serving share them).
+    Standing in for a lost shared ledger (``share`` set), it also caps this run's own requests
+    in any window at :func:`allowance`, whatever the windows it was seeded with say."""
 
-    def __init__(self, clock: Any = time.time) -> None:
+    def __init__(self, clock: Any = time.time, share: float | None = None) -> None:
         self._clock = clock
         self._minute: dict[str, collections.deque[float]] = collections.defaultdict(
             collections.deque
         )
         self._day: dict[str, collections.deque[float]] = collections.defaultdict(collections.deque)
+        #: this run's own grants (the windows above also hold what other runs were seen to hold)
+        self._mine_m: dict[str, collections.deque[float]] = collections.defaultdict(
+            collections.deque
+        )
+        self._mine_d: dict[str, collections.deque[float]] = collections.defaultdict(
+            collections.deque
+        )
         self._closed: dict[str, float] = {}
         self._held: dict[str, tuple[float, Window]] = {}
+        #: set when this ledger stands in for a lost shared one: the run's own requests in any
+        #: window are capped at :func:`allowance` (it cannot know what the other runs send)
+        self.share = share
 
     def seed(
         self,
@@ -88,14 +126,17 @@ class MemoryLedger:
         granted: list[float],
         held: tuple[float, Window] | None = None,
         seen: tuple[float, int, int] | None = None,
+        maybe: list[float] | None = None,
     ) -> None:
         """Start from what a shared ledger that was lost had said this run: the times it
-        granted this account's requests, a refusal's window until it frees, and ``seen``
-        (when, and how many reservations of every run its minute and day windows held then;
-        the others' counted as made at that time), so a lost ledger never hands the run a
-        whole fresh window."""
+        granted this account's requests, a refusal's window until it frees, ``seen`` (when,
+        and how many reservations of every run its minute and day windows held then; the
+        others' counted as made at that time) and ``maybe``: the times of reservations whose
+        answer never came (a timeout, a connection cut), which the server may still have
+        applied, counted as granted (in the windows, not in this run's own share). So a lost
+        ledger never hands the run a whole fresh window."""
         mine = sorted(granted)
-        minute, day = list(mine), list(mine)
+        minute, day = [*mine, *(maybe or [])], [*mine, *(maybe or [])]
         if seen is not None:
             at, in_minute, in_day = seen
             others_m = in_minute - sum(1 for t in mine if at - MINUTE_S < t <= at)
@@ -104,6 +145,8 @@ class MemoryLedger:
             day += [at] * max(0, min(others_d, 100_000))
         self._minute[account].extend(sorted(minute))
         self._day[account].extend(sorted(day))
+        self._mine_m[account].extend(mine)
+        self._mine_d[account].extend(mine)
         if held is not None:
             self._held[account] = held
 
@@ -119,11 +162,16 @@ class MemoryLedger:
             ("minute", self._minute[account], budget.rpm, MINUTE_S),
             ("day", self._day[account], budget.rpd, DAY_S),
         ]
-        for window, log, limit, span in checks:
+        if self.share is not None:  # standing in for a shared ledger: this run's own share
+            checks += [
+                ("minute", self._mine_m[account], allowance(budget.rpm, self.share), MINUTE_S),
+                ("day", self._mine_d[account], allowance(budget.rpd, self.share), DAY_S),
+            ]
+        for i, (window, log, limit, span) in enumerate(checks):
             while log and log[0] <= now - span:
                 log.popleft()
             if limit and len(log) >= limit:
-                return Reservation(False, log[0] + span - now, window)
+                return Reservation(False, log[0] + span - now, window, share=i >= 2)
         for _, log, limit, _ in checks:
             if limit:
                 log.append(now)
@@ -292,6 +340,10 @@ class RedisLedger:
         self._grants: dict[str, list[tuple[int, str]]] = {}
         #: accounts whose window was found lost this run (Redis restarted empty)
         self.lost: list[str] = []
+        #: per account: when each reservation sent to the server was sent, until its answer
+        #: came; what is left when the caller gives up (a timeout, a connection cut) may still
+        #: have been applied, and the in-process ledger counts it as granted (:meth:`pending`)
+        self._sent: dict[str, dict[str, float]] = {}
 
     async def _ready(self) -> Any:
         if self._client is None and self._connect is not None:
@@ -323,7 +375,10 @@ class RedisLedger:
         args += [self._epochs.get(account, ""), uuid.uuid4().hex]
         for at, old in mine[-MAX_REPLAY:]:
             args += [at, old]
+        sent = self._sent.setdefault(account, {})
+        sent[member] = time.time()
         reply = await self._reserve(client, self._keys(account), args)
+        del sent[member]
         granted, wait_ms, window, now, epoch, changed, counts = reply
         seen = (int(counts[0]), int(counts[1]))
         self._epochs[account] = epoch.decode() if isinstance(epoch, bytes) else str(epoch)
@@ -338,6 +393,10 @@ class RedisLedger:
             return Reservation(True, in_window=seen)
         name = window.decode() if isinstance(window, bytes) else str(window)
         return Reservation(False, int(wait_ms) / 1000, name, seen)  # type: ignore[arg-type]
+
+    def pending(self) -> dict[str, list[float]]:
+        """Per account, the times of reservations sent without an answer (see ``_sent``)."""
+        return {a: sorted(times.values()) for a, times in self._sent.items() if times}
 
     async def close(self, account: str, seconds: float) -> None:
         if seconds > 0 and math.isfinite(seconds):

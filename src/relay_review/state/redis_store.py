@@ -7,6 +7,9 @@ Key layout (``prefix`` defaults to ``relay-review:``; every key has a TTL):
 - ``{prefix}m:route:{route key}``, ``{prefix}m:account:{identity}``: a route's or an account's
   last outcome (a :class:`~relay_review.state.memory.RouteMemo` as JSON), until its memo runs out;
 - ``{prefix}m:chunk:{content hash}``: a reviewed chunk's verified findings, until its TTL;
+- ``{prefix}m:latest:{hash of scope and path}``: the chunk key and time of a file's latest
+  reviewed unit (JSON; newer wins), so a file whose content changed is said "changed since"
+  its earlier review without a scan (its unit's key names its content);
 - ``{prefix}m:finding:{scope}{fingerprint}`` with ``{prefix}m:findings:{scope}``, the set of a
   pull request's finding keys (``scope`` is ``owner/repo#N:``);
 - ``{prefix}ledger:{<account>}:m`` / ``:d`` / ``:closed``: the quota ledger (:mod:`.ledger`),
@@ -39,6 +42,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import inspect
+import json
 import logging
 import re
 import time
@@ -51,7 +55,7 @@ import redis.asyncio as aioredis
 import redis.asyncio.cluster as aiocluster
 import redis.cluster
 
-from relay_review.state.ledger import RedisLedger
+from relay_review.state.ledger import CONSERVATIVE, RedisLedger
 from relay_review.state.memory import (
     CLOCK_SKEW_S,
     SECTIONS,
@@ -66,7 +70,7 @@ from relay_review.state.memory import (
     entry,
     parse,
 )
-from relay_review.state.stores import Wanted
+from relay_review.state.stores import Wanted, latest_unit
 from relay_review.state.urls import url_secrets
 
 log = logging.getLogger("relay_review.state")
@@ -84,6 +88,21 @@ MAX_ENTRY_BYTES = 256 * 1024
 
 #: A finding's name in memory: its pull request's scope (``owner/repo#N:``), then its fingerprint.
 _SCOPE = re.compile(r"^([^#]*#[0-9]+:)")
+#: A review-cache key (:mod:`relay_review.state.chunks`).
+_CHUNK_KEY = re.compile(r"^[0-9a-f]{32}$")
+
+
+def _pointed(value: Any) -> str | None:
+    """The chunk key a ``{prefix}m:latest:...`` entry names (JSON ``{"key", "at"}``), or None
+    when it is missing or not ours."""
+    if not isinstance(value, bytes) or not value or len(value) > 512:
+        return None
+    try:
+        key = json.loads(value).get("key")
+    except (ValueError, AttributeError):
+        return None
+    return key if isinstance(key, str) and _CHUNK_KEY.match(key) else None
+
 
 #: KEYS[1]: the entry. ARGV: JSON, its time, TTL in ms, the latest time a stored entry may have
 #: (now + skew), the most bytes an entry may take. Writes unless the stored entry is a usable
@@ -241,11 +260,11 @@ class Health:
     def fail(self, exc: BaseException, doing: str) -> None:
         if not self.broken:
             log.warning(
-                "state %s unavailable while %s (Redis: %s); this run goes on without memory "
-                "and with an in-process quota ledger",
+                "state %s unavailable while %s (Redis: %s); this run goes on without memory and %s",
                 self.where,
                 doing,
                 reason(exc, self.secrets, self.prefix),
+                CONSERVATIVE,
             )
         self.broken = True
 
@@ -416,6 +435,7 @@ class RedisStore:
                 names[self._key(kind, ident).encode()] = (section, ident)
         names = dict(list(names.items())[:MAX_KEYS])
         scopes = sorted(wanted.findings)
+        latest = sorted(wanted.latest)[:MAX_KEYS]
         self._refused = []
         bad: dict[bytes, str] = {}
         values: dict[bytes, bytes] = {}
@@ -425,10 +445,17 @@ class RedisStore:
                 pipe.getrange(key, 0, MAX_ENTRY_BYTES)  # never more than the bound (+1 byte)
             for scope in scopes:
                 pipe.srandmember(self._key("findings", scope), MAX_FINDINGS)
-            replies = pipe.execute(raise_on_error=False) if names or scopes else []
+            for ident in latest:
+                pipe.getrange(self._key("latest", ident), 0, 512)
+            replies = pipe.execute(raise_on_error=False) if names or scopes or latest else []
         found = dict(zip(names, replies[: len(names)], strict=True))
         more: dict[bytes, tuple[str, str]] = {}
-        for scope, members in zip(scopes, replies[len(names) :], strict=True):
+        for pointer in replies[len(names) + len(scopes) :]:
+            pointed = _pointed(pointer)  # another run's word: a chunk key, or nothing
+            if pointed is not None and self._key("chunk", pointed).encode() not in names:
+                more[self._key("chunk", pointed).encode()] = ("chunks", pointed)
+        sets = replies[len(names) : len(names) + len(scopes)]
+        for scope, members in zip(scopes, sets, strict=True):
             if not isinstance(members, list):
                 continue  # not a set: not ours, overwritten at save
             for member in members[:MAX_FINDINGS]:
@@ -468,6 +495,11 @@ class RedisStore:
             *((self._key("chunk", k), v) for k, v in memory.chunks.items()),
             *((self._key("finding", k), v) for k, v in memory.findings.items()),
         ]
+        pointers = [
+            (self._key("latest", latest_unit(unit.scope, unit.paths[0])), key, unit)
+            for key, unit in memory.chunks.items()
+            if unit.group and unit.scope and len(unit.paths) == 1 and _CHUNK_KEY.match(key)
+        ]
         written = {name.encode() for name, _ in entries}
         scopes: dict[str, tuple[list[str], float]] = {}
         for name, memo in memory.findings.items():
@@ -483,6 +515,12 @@ class RedisStore:
                         latest = now + CLOCK_SKEW_S
                         args = [value.model_dump_json(), value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
                         pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
+                for name, key, unit in pointers:  # the file's latest unit, newer wins
+                    ttl_ms = int((unit.until - now) * 1000)
+                    if ttl_ms > 0:
+                        pointer = json.dumps({"key": key, "at": unit.at})
+                        args = [pointer, unit.at, ttl_ms, now + CLOCK_SKEW_S, MAX_ENTRY_BYTES]
+                        pipe.execute_command("EVAL", _SET_NEWER, 1, name, *args)
                 for scope, (members, until) in scopes.items():
                     ttl_ms = max(1, int((until - now) * 1000))
                     index = self._key("findings", scope)

@@ -14,6 +14,7 @@ import base64
 import binascii
 import contextlib
 import fcntl
+import hashlib
 import logging
 import os
 import re
@@ -45,13 +46,16 @@ class Wanted:
 
     ``routes`` and ``accounts`` are stored route keys and account identities (the run's catalog,
     :mod:`relay_review.pipeline.memory`), ``chunks`` review-cache keys, ``findings`` the scopes
-    of a pull request's findings (``{owner}/{repo}#{number}:``; every finding stored under one).
+    of a pull request's findings (``{owner}/{repo}#{number}:``; every finding stored under one),
+    ``latest`` the files (:func:`latest_unit`) whose latest reviewed unit is wanted, whatever its
+    content: what says a file changed since an earlier review (its key names the content).
     """
 
     routes: frozenset[str] = field(default_factory=frozenset)
     accounts: frozenset[str] = field(default_factory=frozenset)
     chunks: frozenset[str] = field(default_factory=frozenset)
     findings: frozenset[str] = field(default_factory=frozenset)
+    latest: frozenset[str] = field(default_factory=frozenset)
 
     @classmethod
     def of(
@@ -60,8 +64,15 @@ class Wanted:
         accounts: Iterable[str] = (),
         chunks: Iterable[str] = (),
         findings: Iterable[str] = (),
+        latest: Iterable[str] = (),
     ) -> Wanted:
-        return cls(frozenset(routes), frozenset(accounts), frozenset(chunks), frozenset(findings))
+        return cls(
+            frozenset(routes),
+            frozenset(accounts),
+            frozenset(chunks),
+            frozenset(findings),
+            frozenset(latest),
+        )
 
     def __or__(self, other: Wanted) -> Wanted:
         return Wanted(
@@ -69,7 +80,14 @@ class Wanted:
             self.accounts | other.accounts,
             self.chunks | other.chunks,
             self.findings | other.findings,
+            self.latest | other.latest,
         )
+
+
+def latest_unit(scope: str, path: str) -> str:
+    """The name under which a store of one key per entry points to the latest file unit of
+    ``path`` reviewed under ``scope`` (32 hex digits of SHA-256: paths are the author's text)."""
+    return hashlib.sha256(f"{scope}\0{path}".encode()).hexdigest()[:32]
 
 
 def findings_scope(repo: str, number: int) -> str:
