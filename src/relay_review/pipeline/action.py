@@ -52,9 +52,10 @@ from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.providers.health import PublishedHealth
 from relay_review.render import catalog_table
-from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
+from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise
+from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
 from relay_review.review.prompt import Instructions
 from relay_review.routing.catalog import (
     CatalogInputError,
