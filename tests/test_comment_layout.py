@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from relay_review.models import RunReport
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown, route_summary
 
 ROOT = Path(__file__).resolve().parents[1]

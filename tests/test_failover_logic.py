@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from relay_review.models import Outcome, OutcomeKind, Phase, Readiness
+from relay_review.records import Outcome, OutcomeKind, Phase, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route

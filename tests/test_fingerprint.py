@@ -3,8 +3,8 @@ kind changes; and the review report carries it."""
 
 from __future__ import annotations
 
-from relay_review.models import ReportFinding
 from relay_review.pipeline.review import with_fingerprints
+from relay_review.records import ReportFinding
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import (
     content_hash,

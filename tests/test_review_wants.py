@@ -10,7 +10,7 @@ import re
 
 import pytest
 
-from relay_review.models import ReportFinding, RunReport, Verdict
+from relay_review.records import ReportFinding, RunReport, Verdict
 from relay_review.render import comment_markdown, line_comment_body, suggestion_diff
 from relay_review.review.chunks import estimate_tokens, plan_chunks
 from relay_review.review.diff import DiffIndex

@@ -23,7 +23,7 @@ from relay_review.drill.scenarios import (
     fleet_for,
     run_scenario,
 )
-from relay_review.models import CatalogEntry
+from relay_review.records import CatalogEntry
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession

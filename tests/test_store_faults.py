@@ -35,7 +35,7 @@ from delay_proxy import DelayProxy
 from github_mock import MockGitHub
 from redis_server import RedisServer
 from relay_review.drill.scenarios import SCENARIOS, discovery_for, drill_environ, fleet_for
-from relay_review.models import Outcome, OutcomeKind
+from relay_review.records import Outcome, OutcomeKind
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession

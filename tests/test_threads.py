@@ -28,8 +28,8 @@ from relay_review.github.threads import (
     read_threads,
     same_actor,
 )
-from relay_review.models import ReportFinding
 from relay_review.pipeline.review import with_fingerprints
+from relay_review.records import ReportFinding
 from relay_review.review.diff import DiffIndex
 
 BOT_REST = "github-actions[bot]"
@@ -394,7 +394,7 @@ def test_a_refused_batch_falls_back_to_at_most_n_single_comments(github_mock: Mo
 
 
 def story_report() -> Any:
-    from relay_review.models import Decision, RunReport, Verdict
+    from relay_review.records import Decision, RunReport, Verdict
 
     hostile = "app.py<!-- x --> @team $x$"
     report = RunReport(

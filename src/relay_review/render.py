@@ -17,7 +17,7 @@ from typing import Any
 from pydantic import BaseModel
 
 from relay_review._text import scrub_text, show_invisible
-from relay_review.models import (
+from relay_review.records import (
     AttemptReport,
     Catalog,
     Decision,

@@ -37,7 +37,7 @@ from relay_review.github.threads import Known, Plan, Thread, associations, read_
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
 from relay_review.github.threads import plan as plan_lifecycle
-from relay_review.models import Decision, NotPosted, ReviewStatus, RunReport
+from relay_review.records import Decision, NotPosted, ReviewStatus, RunReport
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise, inline_plan

@@ -41,11 +41,11 @@ from relay_review.github.log import Secrets, say
 from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
 from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
-from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
 from relay_review.providers.discovery import DiscoveryResult, discover
+from relay_review.records import Catalog, Decision, NotPosted, RunReport
 from relay_review.render import catalog_table
 from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
 from relay_review.review.diff import DiffIndex

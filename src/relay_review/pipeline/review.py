@@ -11,7 +11,10 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_review.models import (
+from relay_review.pipeline.memory import RunMemory
+from relay_review.pipeline.routes import session_for
+from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
+from relay_review.records import (
     Attempt,
     AttemptReport,
     Catalog,
@@ -30,9 +33,6 @@ from relay_review.models import (
     UnverifiedFinding,
     Verdict,
 )
-from relay_review.pipeline.memory import RunMemory
-from relay_review.pipeline.routes import session_for
-from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.review.chunks import (
     DEFAULT_EXCLUDES,
     MIN_CHUNK_TOKENS,

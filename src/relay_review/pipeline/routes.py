@@ -6,8 +6,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from relay_review.models import Catalog
 from relay_review.pipeline.memory import RunMemory, account_identities
+from relay_review.records import Catalog
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.session import RoutingSession

@@ -2,7 +2,7 @@
 
 This is the edge between relay-review and an OpenAI-compatible provider. It sends one request
 with ``stream: true``, parses the server-sent events with httpx-sse, and bounds every wait by a
-named deadline (:class:`~relay_review.models.Deadlines`):
+named deadline (:class:`~relay_review.records.Deadlines`):
 
 ``connect``
     TCP/TLS connect (httpx's connect timeout; also reported when the first-byte or attempt bound
@@ -24,7 +24,7 @@ named deadline (:class:`~relay_review.models.Deadlines`):
     The whole call, end to end (an ``asyncio`` timeout around everything).
 
 The call never retries and never raises for network or HTTP trouble: it returns exactly one
-:class:`~relay_review.models.Outcome`. Retrying and switching routes is ``routing/failover.py``'s
+:class:`~relay_review.records.Outcome`. Retrying and switching routes is ``routing/failover.py``'s
 job. Classification of an error response is a pure function (:func:`classify_http_error`).
 
 Status mapping (the table failover decides over):
@@ -76,8 +76,8 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
-from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 from relay_review.routing import progress
 

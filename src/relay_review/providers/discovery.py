@@ -94,8 +94,8 @@ import httpx
 
 from relay_review import __version__
 from relay_review._files import atomic_write
-from relay_review.models import Account, has_key
 from relay_review.providers.kinds import ACCOUNT_ID_PLACEHOLDER, KINDS, account_url_env
+from relay_review.records import Account, has_key
 from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)

@@ -22,7 +22,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay_review.models import (
+from relay_review.providers.kinds import is_gateway
+from relay_review.records import (
     CatalogEntry,
     Cost,
     Deadlines,
@@ -31,7 +32,6 @@ from relay_review.models import (
     Probe,
     Readiness,
 )
-from relay_review.providers.kinds import is_gateway
 from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 

@@ -37,8 +37,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from relay_review.models import CatalogEntry, Outcome, OutcomeKind
 from relay_review.providers.kinds import KINDS
+from relay_review.records import CatalogEntry, Outcome, OutcomeKind
 from relay_review.state.ledger import DAY_S, Budget, Ledger, MemoryLedger, Window
 
 log = logging.getLogger("relay_review.routing")

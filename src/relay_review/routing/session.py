@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
-from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
+from relay_review.records import Attempt, CatalogEntry, Outcome, Readiness
 from relay_review.routing import failover, progress
 from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
 from relay_review.routing.budget import AccountBudgets
