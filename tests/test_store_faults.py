@@ -313,7 +313,7 @@ async def test_one_probe_exception_never_ends_preflight_for_the_others(
     async with session:
         await session.wait_preflight()
         result = await session.serve([{"role": "user", "content": "hi"}])
-    rows = {r["model"]: r for r in session.readiness()}
+    rows = {r["model"]: r for r in (p.model_dump() for p in session.readiness())}
     assert {rows[m]["status"] for m in ("one", "two", "three")} == {"ready"}
     assert rows["boom"]["status"] == "rejected"
     if where != "key_check":  # there the probe's own 401 says more

@@ -18,15 +18,15 @@ from pydantic import BaseModel
 
 from relay_review._text import scrub_text, show_invisible
 from relay_review.records import (
-    AttemptReport,
+    Attempt,
     Catalog,
     Decision,
     FileReport,
-    ProbeReport,
+    Probe,
     ReportFinding,
-    RouteRef,
     RunReport,
     SelectedRoute,
+    ServedBy,
     UnverifiedFinding,
 )
 from relay_review.review.verdict import suggestion_lines
@@ -166,9 +166,9 @@ def _served_ids(served_by: Any) -> set[str]:
     """Agent ids of one route or a list of routes (typed or JSON)."""
     if not served_by:
         return set()
-    if isinstance(served_by, Mapping | RouteRef):
+    if isinstance(served_by, Mapping | ServedBy):
         served_by = [served_by]
-    return {r.agent_id for r in _typed(RouteRef, [s for s in served_by if s])}
+    return {r.agent_id for r in _typed(ServedBy, [s for s in served_by if s])}
 
 
 def catalog_table(catalog: Catalog) -> str:
@@ -205,12 +205,12 @@ def readiness_rows(
     ``found`` names the fault: the route's last failed serving attempt (from ``attempts``), else
     its probe's detail when the probe did not find it ready.
     """
-    by_id = {r.agent_id: r for r in _typed(ProbeReport, readiness)}
-    failures = {a.agent_id: a for a in _typed(AttemptReport, attempts) if a.outcome != "ok"}
+    by_id = {r.agent_id: r for r in _typed(Probe, readiness)}
+    failures = {a.agent_id: a for a in _typed(Attempt, attempts) if a.outcome != "ok"}
     served = _served_ids(served_by)
     rows = []
     for c in _typed(SelectedRoute, catalog):
-        r = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
+        r = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
         rows.append(
             [
                 c.priority,
@@ -245,7 +245,7 @@ def _stall(detail: str, elapsed: float | None) -> str | None:
     return f"{said} ({detail})"  # the detail still names the phase and the bound that struck
 
 
-def _found(probe: ProbeReport, failure: AttemptReport | None) -> str:
+def _found(probe: Probe, failure: Attempt | None) -> str:
     if failure is not None:
         stall = (
             _stall(failure.detail or "", failure.elapsed_s)
@@ -317,7 +317,7 @@ def attempt_rows(attempts: Rows) -> list[list[Any]]:
     """One row per attempt, numbered from 1."""
     return [
         [i, a.started_s, a.agent_id, a.purpose, a.phase, a.outcome, a.http_status, a.elapsed_s]
-        for i, a in enumerate(_typed(AttemptReport, attempts), 1)
+        for i, a in enumerate(_typed(Attempt, attempts), 1)
     ]
 
 
@@ -746,12 +746,12 @@ def _reused_section(report: RunReport) -> Section | None:
     return ("reused", _details(title, body), f"_{len(reused)} files reused from an earlier run._")
 
 
-def _servers(report: RunReport) -> list[RouteRef]:
+def _servers(report: RunReport) -> list[ServedBy]:
     chunk_servers = [c.served_by for c in report.chunks if c.served_by and not c.reused]
     return chunk_servers or ([report.served_by] if report.served_by else [])
 
 
-def _fault_word(probe: ProbeReport, failure: AttemptReport | None) -> str | None:
+def _fault_word(probe: Probe, failure: Attempt | None) -> str | None:
     """A route's fault in one word for the route summary (``stalled``, ``429``, ``no key``),
     or ``None`` when it did not fail (ready, or never tried)."""
     if failure is not None:
@@ -782,7 +782,7 @@ def route_summary(report: RunReport) -> str:
     for c in routes:
         if c.agent_id in served:
             continue
-        probe = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
+        probe = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
         word = _fault_word(probe, failures.get(c.agent_id))
         if word:
             words[word] = words.get(word, 0) + 1

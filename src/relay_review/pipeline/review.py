@@ -16,19 +16,16 @@ from relay_review.pipeline.routes import session_for
 from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.records import (
     Attempt,
-    AttemptReport,
     Catalog,
     CatalogEntry,
-    CatalogSummary,
     ChunkReport,
     Decision,
     FileReport,
     Outcome,
-    ProbeReport,
     ReportFinding,
     ReviewStatus,
-    RouteRef,
     RunReport,
+    ServedBy,
     Stopped,
     UnverifiedFinding,
     Verdict,
@@ -309,7 +306,7 @@ class Collected:
     cut: int = 0
 
     @property
-    def served(self) -> list[RouteRef]:
+    def served(self) -> list[ServedBy]:
         return [c.served_by for c in self.chunks if c.served_by]
 
 
@@ -319,7 +316,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
     out = Collected()
     for chunk, result in zip(plan.chunks, results, strict=True):
         out.attempts.extend(result.attempts)
-        served = RouteRef(**result.served_by.model_dump()) if result.served_by else None
+        served = result.served_by
         out.chunks.append(
             ChunkReport(
                 number=chunk.number,
@@ -589,7 +586,7 @@ async def review(
             f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
             for f in plan.files
         }
-        report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
+        report = RunReport(files=list(files.values()), catalog=catalog.summary())
         report.verdict = Verdict(
             decision=Decision.COMMENT,
             summary="Nothing to review: no file of this diff has reviewable changed lines.",
@@ -641,7 +638,7 @@ async def review(
         f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
         for f in plan.files
     }
-    report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
+    report = RunReport(files=list(files.values()), catalog=catalog.summary())
     log.info(
         "review: %d files (%d reused), %d chunks of at most %d tokens, over %d routes",
         len(plan.files),
@@ -664,15 +661,13 @@ async def review(
     report.files = list(files.values())
     report.served_by = served[0] if served else None
     report.chunks = got.chunks
-    report.attempts = [
-        AttemptReport(**a.model_dump()) for a in sorted(got.attempts, key=lambda a: a.started_s)
-    ]
+    report.attempts = sorted(got.attempts, key=lambda a: a.started_s or 0.0)
     if session is not None:
-        report.readiness = [ProbeReport(**p) for p in session.readiness()]
+        report.readiness = session.readiness()
         report.probes_sent = session.probes_sent
     else:  # every file reused: no request, but the table says what memory holds
         board = memory.recall_only(catalog.selected)
-        report.readiness = [ProbeReport(**p.model_dump()) for p in board.rows()]
+        report.readiness = [p.model_copy() for p in board.rows()]
         report.probes_sent = 0
     memory.reused_files = len(reused)
     memory.reused_chunks = len({u.memo.group for u in reused.values()})
@@ -814,9 +809,7 @@ def add_reused(
                 number=head.part if head else None,
                 total=head.parts if head else None,
                 paths=[u.memo.paths[0] for u in units],
-                served_by=RouteRef(
-                    agent_id=entry.agent_id, account=entry.account, model=entry.route.model
-                ),
+                served_by=entry.served_by,
                 stopped=Stopped.SERVED,
                 reused=True,
             )
@@ -896,8 +889,3 @@ def remember_units(
         if memo is not None:
             kept[units[path]] = memo
     memory.memory = memory.memory.model_copy(update={"chunks": kept})
-
-
-def catalog_summary(catalog: Catalog) -> CatalogSummary:
-    """The catalog as the report holds it."""
-    return CatalogSummary.model_validate(catalog.to_json())

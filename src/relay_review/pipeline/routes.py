@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
-from typing import Any
 
 from relay_review.pipeline.memory import RunMemory, account_identities
-from relay_review.records import Catalog
+from relay_review.records import Catalog, ChatReport, PreflightReport
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.session import RoutingSession
@@ -59,7 +58,7 @@ async def preflight(
     chat: ChatFn | None = None,
     *,
     store: Store | None = None,
-) -> dict[str, Any]:
+) -> PreflightReport:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
     memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
@@ -68,15 +67,13 @@ async def preflight(
     async with session:
         await session.wait_preflight()
     memory.save(session, policy)
-    return {
-        "catalog": catalog.to_json(),
-        "readiness": session.readiness(),
-        "probes_sent": session.probes_sent,
-        "elapsed_s": session.elapsed(),
-        "memory": memory.report(
-            catalog.selected, session.probes_sent, environ, policy
-        ).model_dump(),
-    }
+    return PreflightReport(
+        catalog=catalog.summary(),
+        readiness=session.readiness(),
+        probes_sent=session.probes_sent,
+        elapsed_s=session.elapsed(),
+        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+    )
 
 
 async def chat(
@@ -87,7 +84,7 @@ async def chat(
     chat_fn: ChatFn | None = None,
     *,
     store: Store | None = None,
-) -> dict[str, Any]:
+) -> ChatReport:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
     memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
@@ -102,17 +99,15 @@ async def chat(
         )
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     memory.save(session, policy)
-    return {
-        "time_to_reply_s": time_to_reply if result.served_by else None,  # no reply, no time
-        "reply": result.reply,
-        "served_by": result.served_by.model_dump() if result.served_by else None,
-        "stopped": result.stopped,
-        "attempts": [a.model_dump() for a in result.attempts],
-        "readiness": session.readiness(),
-        "catalog": catalog.to_json(),
-        "probes_sent": session.probes_sent,
-        "elapsed_s": session.elapsed(),
-        "memory": memory.report(
-            catalog.selected, session.probes_sent, environ, policy
-        ).model_dump(),
-    }
+    return ChatReport(
+        time_to_reply_s=time_to_reply if result.served_by else None,  # no reply, no time
+        reply=result.reply,
+        served_by=result.served_by,
+        stopped=result.stopped,
+        attempts=list(result.attempts),
+        readiness=session.readiness(),
+        catalog=catalog.summary(),
+        probes_sent=session.probes_sent,
+        elapsed_s=session.elapsed(),
+        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+    )

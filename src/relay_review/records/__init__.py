@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 #: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
 KindName = Literal[
@@ -193,31 +193,55 @@ class CatalogEntry(BaseModel):
     def account(self) -> str:
         return self.route.account
 
-    def summary(self) -> dict:
-        """The contract's JSON shape for one selected route."""
+    def summary(self) -> SelectedRoute:
+        """This entry as reports show it (the contract's JSON shape for one selected route)."""
         r = self.route
-        return {
-            "agent_id": r.agent_id,
-            "account": r.account,
-            "provider": r.provider,
-            "model": r.model,
-            "cost": self.cost.value,
-            "zdr": self.zdr,
-            "priority": self.priority,
-        }
+        return SelectedRoute(
+            agent_id=r.agent_id,
+            account=r.account,
+            provider=r.provider,
+            model=r.model,
+            cost=self.cost.value,
+            zdr=self.zdr,
+            priority=self.priority,
+        )
+
+    @property
+    def served_by(self) -> ServedBy:
+        """This entry's route as a report names the one that served."""
+        return ServedBy(agent_id=self.agent_id, account=self.account, model=self.route.model)
 
 
 class CatalogReport(BaseModel):
     """Counts that explain a selection."""
 
-    total_routes: int
-    free_routes: int
-    priced_routes: int
-    unknown_routes: int
-    account_diversity: int
-    selected_by_account: dict[str, int]
-    zdr_selected: int
-    excluded: dict[str, int]
+    total_routes: int = 0
+    free_routes: int = 0
+    priced_routes: int = 0
+    unknown_routes: int = 0
+    account_diversity: int = 0
+    selected_by_account: dict[str, int] = Field(default_factory=dict)
+    zdr_selected: int = 0
+    excluded: dict[str, int] = Field(default_factory=dict)
+
+
+class SelectedRoute(BaseModel):
+    """A catalog route as reports show it (:meth:`CatalogEntry.summary`): flat, no key names."""
+
+    agent_id: str
+    account: str = ""
+    provider: str = ""
+    model: str = ""
+    cost: str = ""
+    zdr: bool = False
+    priority: int = 0
+
+
+class CatalogSummary(BaseModel):
+    """The catalog as reports hold it (:meth:`Catalog.summary`)."""
+
+    selected: list[SelectedRoute] = Field(default_factory=list)
+    report: CatalogReport | None = None
 
 
 class Catalog(BaseModel):
@@ -226,11 +250,12 @@ class Catalog(BaseModel):
     selected: list[CatalogEntry]
     report: CatalogReport
 
-    def to_json(self) -> dict:
-        return {
-            "selected": [e.summary() for e in self.selected],
-            "report": self.report.model_dump(),
-        }
+    def summary(self) -> CatalogSummary:
+        """The catalog as reports hold it."""
+        return CatalogSummary(selected=[e.summary() for e in self.selected], report=self.report)
+
+    def to_json(self) -> dict[str, Any]:
+        return self.summary().model_dump(mode="json")
 
 
 class Readiness(StrEnum):
@@ -244,13 +269,21 @@ class Readiness(StrEnum):
     ABANDONED = "abandoned"
 
 
+#: The word an abandoned probe's detail carried in reports written before ``abandoned`` was a
+#: status of its own (such reports still read back with the right column).
+ABANDONED_MARK = "abandoned"
+
+
 class Probe(BaseModel):
-    """Preflight's record for one catalog route (also for routes never probed)."""
+    """Preflight's record for one catalog route (also for routes never probed): a readiness row
+    of the report and of the table."""
 
     agent_id: str
-    account: str
-    model: str
-    status: Readiness = Readiness.UNPROBED
+    account: str = ""
+    model: str = ""
+    #: A :class:`Readiness`; a report read back from JSON keeps a status it does not know as
+    #: the text it was (shown, escaped, never guessed).
+    status: Readiness | str = Field(Readiness.UNPROBED, union_mode="left_to_right")
     http_status: int | None = None
     first_byte_s: float | None = None
     latency_s: float | None = None
@@ -260,18 +293,31 @@ class Probe(BaseModel):
     finished_at: float | None = Field(None, exclude=True, description="monotonic clock")
     sent: bool = Field(False, exclude=True)
 
+    @field_validator("detail", mode="before")
+    @classmethod
+    def _detail(cls, value: Any) -> Any:
+        return "" if value is None else value
+
+    @property
+    def column(self) -> Readiness | str:
+        """The preflight column (the status; an old report's abandoned probe is not
+        silently ``unprobed``)."""
+        if self.status is Readiness.UNPROBED and ABANDONED_MARK in self.detail:
+            return Readiness.ABANDONED
+        return self.status
+
 
 class Attempt(BaseModel):
     """One real (serving) request: which route, how far it got, how it ended, how long it took."""
 
     agent_id: str
-    account: str
-    model: str
-    phase: str
-    outcome: str
+    account: str = ""
+    model: str = ""
+    phase: str = ""
+    outcome: str = ""
     http_status: int | None = None
-    elapsed_s: float
-    started_s: float = Field(description="seconds since the run started")
+    elapsed_s: float | None = None
+    started_s: float | None = Field(None, description="seconds since the run started")
     detail: str = ""
     purpose: str = Field("serve", description="serve, or repair (the review's one repair round)")
     prompt_tokens: int | None = Field(None, description="usage the provider reported, if any")
@@ -279,11 +325,11 @@ class Attempt(BaseModel):
 
 
 class ServedBy(BaseModel):
-    """The route whose reply was used — and nothing else."""
+    """The route whose reply was used — and nothing else (a chunk's, or the review's)."""
 
     agent_id: str
-    account: str
-    model: str
+    account: str = ""
+    model: str = ""
 
 
 # --------------------------------------------------------------------------------------------
@@ -310,23 +356,6 @@ class Stopped(StrEnum):
     DEADLINE = "deadline"
     EXHAUSTED = "exhausted"
     NOTHING_TO_REVIEW = "nothing to review"
-
-
-class RouteStatus(StrEnum):
-    """The readiness table's preflight column and the JSON ``status``: :class:`Readiness`, whose
-    ``abandoned`` is a probe that went out but was cancelled when the run finished."""
-
-    READY = "ready"
-    DEFERRED = "deferred"
-    REJECTED = "rejected"
-    TIMEOUT = "timeout"
-    UNPROBED = "unprobed"
-    ABANDONED = "abandoned"
-
-
-#: The word an abandoned probe's detail carried in reports written before ``abandoned`` was a
-#: status of its own (such reports still read back with the right column).
-ABANDONED_MARK = "abandoned"
 
 
 class ReviewStatus(StrEnum):
@@ -404,86 +433,19 @@ class FileReport(_Row):
     note: str = ""
 
 
-class RouteRef(_Row):
-    """A route named in the report (served a chunk, or a row of a table)."""
-
-    agent_id: str
-    account: str = ""
-    model: str = ""
-
-
 class ChunkReport(_Row):
     """How one chunk of the diff was served."""
 
     number: int | None = None
     total: int | None = None
     paths: list[str] = Field(default_factory=list)
-    served_by: RouteRef | None = None
+    served_by: ServedBy | None = None
     stopped: str = ""
     #: Served from memory: an earlier run's review of identical content (no model request).
     reused: bool = False
     #: The reply's summary of this chunk, when believed (it verified a finding or had none
     #: rejected); the comment's walkthrough when the model gave no per-file notes.
     summary: str = ""
-
-
-class SelectedRoute(_Row):
-    """A catalog route as the report shows it (:meth:`CatalogEntry.summary`)."""
-
-    agent_id: str
-    account: str = ""
-    provider: str = ""
-    model: str = ""
-    cost: str = ""
-    zdr: bool = False
-    priority: int = 0
-
-
-class CatalogSummary(_Row):
-    """The catalog as the report holds it (:meth:`Catalog.to_json`)."""
-
-    selected: list[SelectedRoute] = Field(default_factory=list)
-    report: dict | None = None
-
-
-class ProbeReport(_Row):
-    """A readiness row (:class:`Probe` as JSON)."""
-
-    agent_id: str
-    account: str = ""
-    model: str = ""
-    status: str = RouteStatus.UNPROBED
-    http_status: int | None = None
-    first_byte_s: float | None = None
-    latency_s: float | None = None
-    detail: str | None = ""
-    retry_after: float | None = None
-    reset_at: str | None = None
-
-    @property
-    def column(self) -> str:
-        """The preflight column (the status; an old report's abandoned probe is not
-        silently ``unprobed``)."""
-        if self.status == RouteStatus.UNPROBED and ABANDONED_MARK in (self.detail or ""):
-            return RouteStatus.ABANDONED
-        return self.status
-
-
-class AttemptReport(_Row):
-    """A serving attempt row (:class:`Attempt` as JSON)."""
-
-    agent_id: str
-    account: str = ""
-    model: str = ""
-    phase: str = ""
-    outcome: str = ""
-    http_status: int | None = None
-    elapsed_s: float | None = None
-    started_s: float | None = None
-    detail: str | None = ""
-    purpose: str = "serve"
-    prompt_tokens: int | None = None
-    completion_tokens: int | None = None
 
 
 class MemoryReport(_Row):
@@ -517,6 +479,39 @@ class Verdict(BaseModel):
     partial: str = ""
 
 
+class PreflightReport(BaseModel):
+    """What the ``preflight`` flow found: every catalog route's fate, and what memory did."""
+
+    catalog: CatalogSummary
+    readiness: list[Probe]
+    probes_sent: int
+    elapsed_s: float
+    memory: MemoryReport
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
+class ChatReport(BaseModel):
+    """What the ``chat`` flow came to: the reply (None: no route served), who served it, and
+    every attempt and probe on the way."""
+
+    #: Seconds to the reply (None: no reply, no time).
+    time_to_reply_s: float | None
+    reply: str | None
+    served_by: ServedBy | None
+    stopped: str
+    attempts: list[Attempt]
+    readiness: list[Probe]
+    catalog: CatalogSummary
+    probes_sent: int
+    elapsed_s: float
+    memory: MemoryReport
+
+    def to_json(self) -> dict[str, Any]:
+        return self.model_dump(mode="json")
+
+
 #: Report keys of the review itself, in the JSON report's order.
 _VERDICT_KEYS = ("decision", "summary", "findings", "unverified")
 _REVIEW_KEYS = ("files", "served_by", "chunks", "attempts", "readiness", "catalog")
@@ -544,10 +539,10 @@ class RunReport(BaseModel):
 
     verdict: Verdict = Field(default_factory=Verdict)
     files: list[FileReport] = Field(default_factory=list)
-    served_by: RouteRef | None = None
+    served_by: ServedBy | None = None
     chunks: list[ChunkReport] = Field(default_factory=list)
-    attempts: list[AttemptReport] = Field(default_factory=list)
-    readiness: list[ProbeReport] = Field(default_factory=list)
+    attempts: list[Attempt] = Field(default_factory=list)
+    readiness: list[Probe] = Field(default_factory=list)
     catalog: CatalogSummary = Field(default_factory=CatalogSummary)
     probes_sent: int | None = 0
     elapsed_s: float | None = 0.0

@@ -244,7 +244,7 @@ class RouteBoard:
     # ---- readiness ----------------------------------------------------------------------------
 
     def status(self, agent_id: str) -> Readiness:
-        return self.probes[agent_id].status
+        return Readiness(self.probes[agent_id].status)  # the board sets no other
 
     def set(self, agent_id: str, **fields: object) -> None:
         self.probes[agent_id] = self.probes[agent_id].model_copy(update=fields)
