@@ -22,12 +22,11 @@ from relay_review.records import (
     Catalog,
     Decision,
     FileReport,
+    Finding,
     Probe,
-    ReportFinding,
     RunReport,
     SelectedRoute,
     ServedBy,
-    UnverifiedFinding,
 )
 from relay_review.review.verdict import suggestion_lines
 
@@ -409,7 +408,7 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
+def _finding_link(f: Finding, ctx: Mapping[str, Any]) -> str:
     """``path:line`` as a link to the head (RIGHT) or base (LEFT) commit, when the PR is known."""
     label = md_code(f"{f.path}:{f.line}{' (old)' if f.side == 'LEFT' else ''}")
     sha = ctx.get("base_sha") if f.side == "LEFT" else ctx.get("head_sha")
@@ -430,7 +429,7 @@ def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
 
 
 def _findings_md(
-    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
+    findings: Sequence[Finding], ctx: Mapping[str, Any], *, suggestions: bool = True
 ) -> str:
     lines = []
     for f in findings:
@@ -453,7 +452,7 @@ STATE_WORDS = {
 }
 
 
-def _state_md(f: ReportFinding) -> str:
+def _state_md(f: Finding) -> str:
     """`` (still open, first seen at `abc`)`` when the finding's state across pushes is known."""
     if not f.state:
         return ""
@@ -508,16 +507,12 @@ def suggestion_block(suggestion: str) -> str:
     return "\n".join([f"{fence}suggestion", *lines, fence])
 
 
-def line_comment_body(finding: Mapping[str, Any]) -> str:
+def line_comment_body(finding: Finding) -> str:
     """An inline review comment for a verified finding: severity and message (escaped), and
     its checked suggestion as a ``suggestion`` block when it carries one."""
-    body = (
-        f"**relay-review · {md_text(finding.get('severity', ''), 10)}**: "
-        f"{md_text(finding.get('message', ''), 3000)}"
-    )
-    suggestion = finding.get("suggestion")
-    if isinstance(suggestion, str) and finding.get("replaces"):
-        body += "\n\n" + suggestion_block(suggestion)
+    body = f"**relay-review · {md_text(finding.severity, 10)}**: {md_text(finding.message, 3000)}"
+    if finding.suggestion is not None and finding.replaces:
+        body += "\n\n" + suggestion_block(finding.suggestion)
     return body
 
 
@@ -609,7 +604,7 @@ def _head_section(report: RunReport) -> Section:
 
 
 def _findings_body(
-    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
+    findings: Sequence[Finding], ctx: Mapping[str, Any], *, suggestions: bool = True
 ) -> str:
     """Medium and high findings listed; low ones folded under them (noise control)."""
     main = [f for f in findings if str(f.severity).lower() != "low"]
@@ -623,24 +618,19 @@ def _findings_body(
 
 def _inline_note(report: RunReport) -> str:
     """Which findings are in this comment only (issue 26's noise controls), or ``""``."""
-    raw = (report.model_extra or {}).get("inline")
-    if not isinstance(raw, Mapping):
+    inline = report.inline
+    if inline is None:
         return ""
-
-    def n(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     held = []
-    if n("below_floor"):
-        floor = md_text(raw.get("min_severity"), 10)
-        held.append(f"{n('below_floor')} below the severity floor ({floor})")
-    if n("over_cap"):
-        held.append(f"{n('over_cap')} over the cap of {n('max_inline')} a run")
+    if inline.below_floor:
+        floor = md_text(inline.min_severity, 10)
+        held.append(f"{inline.below_floor} below the severity floor ({floor})")
+    if inline.over_cap:
+        held.append(f"{inline.over_cap} over the cap of {inline.max_inline} a run")
     if not held:
         return ""
     return (
-        f"\n\n_{plural(n('inline'), 'finding')} posted as line comments; "
+        f"\n\n_{plural(inline.inline, 'finding')} posted as line comments; "
         f"{' and '.join(held)} are in this comment only._"
     )
 
@@ -701,7 +691,7 @@ def _walkthrough_section(report: RunReport) -> Section | None:
     return ("walkthrough", f"**{title}**\n\n{body}", f"_{len(rows)} walkthrough lines omitted._")
 
 
-def _unverified_line(u: UnverifiedFinding) -> str:
+def _unverified_line(u: Finding) -> str:
     return (
         f"- {md_code(str(u.path) + ':' + str(u.line))}: {md_text(u.message, 300)} — "
         f"_rejected: {md_text(u.reason, 300)}_"

@@ -21,13 +21,12 @@ from relay_review.records import (
     ChunkReport,
     Decision,
     FileReport,
+    Finding,
     Outcome,
-    ReportFinding,
     ReviewStatus,
     RunReport,
     ServedBy,
     Stopped,
-    UnverifiedFinding,
     Verdict,
 )
 from relay_review.review.chunks import (
@@ -58,7 +57,6 @@ from relay_review.review.prompt import (
 )
 from relay_review.review.verdict import (
     FileNote,
-    Finding,
     ParsedReply,
     VerdictParseError,
     all_invented,
@@ -85,8 +83,6 @@ from relay_review.state.chunks import (
 from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")
-#: A finding's suggestion keys: kept on verified findings only (an unverified one is not shown).
-SUGGESTION_KEYS = {"end_line", "suggestion", "replaces"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -296,7 +292,7 @@ class Collected:
 
     chunks: list[ChunkReport] = field(default_factory=list)
     verified: list[list[Finding]] = field(default_factory=list)
-    unverified: list[UnverifiedFinding] = field(default_factory=list)
+    unverified: list[Finding] = field(default_factory=list)
     #: (verified findings, summary) of each chunk whose summary is believed.
     summaries: list[tuple[int, str]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -345,10 +341,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
             if f is not None and not f.note and has_word(note.summary) and not loops(note.summary):
                 files[note.path] = f.model_copy(update={"note": note.summary})
         out.verified.append(verdict.verified)
-        out.unverified += [
-            UnverifiedFinding(**f.model_dump(exclude=SUGGESTION_KEYS), reason=why)
-            for f, why in verdict.unverified
-        ]
+        out.unverified += [f.unverified(why) for f, why in verdict.unverified]
         out.dropped += sum(1 for f, _ in verdict.unverified if points_at_shown_code(f, chunk.index))
         # a summary is believed only from a reply that verified a finding or had none rejected
         # (a liar's "critical problems everywhere" over rejected findings says nothing)
@@ -374,7 +367,7 @@ def conclude(
     best = max(got.summaries, key=lambda s: s[0], default=(0, ""))
     verdict = Verdict(
         summary=best[1],
-        findings=[ReportFinding(**f.model_dump()) for f in findings],
+        findings=findings,
         unverified=got.unverified,
     )
     served = got.served
@@ -687,7 +680,7 @@ async def review(
     return report
 
 
-def with_fingerprints(findings: list[ReportFinding], index: DiffIndex) -> list[ReportFinding]:
+def with_fingerprints(findings: list[Finding], index: DiffIndex) -> list[Finding]:
     """Each verified finding with its fingerprint and cited-lines hash (from the diff's own
     text, never the model's quote)."""
     out = []

@@ -7,11 +7,15 @@ to rendering.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from enum import StrEnum
-from typing import Any, Literal
+from collections.abc import Callable, Mapping
+from enum import Enum, StrEnum
+from typing import Any, Literal, Protocol, TypeVar, cast
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from relay_review.records.finding import Finding
+
+T = TypeVar("T")
 
 #: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
 KindName = Literal[
@@ -381,42 +385,6 @@ class _Row(BaseModel):
     model_config = ConfigDict(extra="allow")
 
 
-class ReportFinding(_Row):
-    """A verified finding as the report holds it (see :class:`review.verdict.Finding`)."""
-
-    path: str
-    line: int
-    side: str = "RIGHT"
-    quote: str = ""
-    severity: str = ""
-    message: str = ""
-    #: A checked suggestion: it replaces RIGHT lines ``line`` .. ``end_line``, whose current
-    #: text is ``replaces`` (all three unset when the finding carries none).
-    end_line: int | None = None
-    suggestion: str | None = None
-    replaces: list[str] = Field(default_factory=list)
-    #: Its identity across pushes (:mod:`relay_review.review.fingerprint`): path, cited text
-    #: and kind, not the line number; ``cited`` is the cited lines' hash (``<hex>:<lines>``).
-    fingerprint: str | None = None
-    cited: str | None = None
-    #: Across pushes (set when published): ``new``, ``open`` (posted before, still there) or
-    #: ``dismissed``; and the commit (12 hex digits) it was first seen at.
-    state: str | None = None
-    first_seen: str | None = None
-
-
-class UnverifiedFinding(_Row):
-    """A finding that did not verify, and why."""
-
-    path: str | None = None
-    line: int | None = None
-    side: str = "RIGHT"
-    quote: str = ""
-    severity: str = ""
-    message: str = ""
-    reason: str = ""
-
-
 class FileReport(_Row):
     """One changed file: reviewed, or skipped with the reason."""
 
@@ -466,14 +434,61 @@ class MemoryReport(_Row):
     not_reused: str = ""
 
 
+class Inline(BaseModel):
+    """Which verified findings went inline (:mod:`relay_review.review.noise`): the policy's
+    floor and cap, and how many were posted, below the floor, over the cap."""
+
+    min_severity: str = ""
+    max_inline: int = 0
+    inline: int = 0
+    below_floor: int = 0
+    over_cap: int = 0
+
+
+class Redactor(Protocol):
+    """What scrubs a text of the run's secrets (:class:`relay_review.github.log.Secrets`)."""
+
+    def redact(self, text: str) -> str: ...
+
+
+def scrubbed(value: T, secrets: Redactor) -> T:
+    """A copy of ``value`` (a record, or lists, tuples and dicts of them) with every text, dict
+    keys included, scrubbed of the secrets; enum values are ours and stay as they are."""
+    return cast(T, _scrub(value, secrets.redact))
+
+
+def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
+    if isinstance(value, Enum):
+        return value
+    if isinstance(value, str):
+        return redact(value)
+    if isinstance(value, BaseModel):
+        update = {name: _scrub(getattr(value, name), redact) for name in type(value).model_fields}
+        copy = value.model_copy(update=update)
+        # the same fields set as the original (the JSON report leaves unset action keys out)
+        object.__setattr__(copy, "__pydantic_fields_set__", set(value.model_fields_set))
+        if value.model_extra:
+            extra = {redact(k): _scrub(v, redact) for k, v in value.model_extra.items()}
+            object.__setattr__(copy, "__pydantic_extra__", extra)
+        return copy
+    if isinstance(value, dict):
+        return {_scrub(k, redact): _scrub(v, redact) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_scrub(v, redact) for v in value]
+    if isinstance(value, tuple):
+        return tuple(_scrub(v, redact) for v in value)
+    return value
+
+
 class Verdict(BaseModel):
     """What the review concluded: the decision (computed, never the model's), the texts, and the
     findings that did and did not verify."""
 
     decision: Decision = Decision.UNAVAILABLE
     summary: str = ""
-    findings: list[ReportFinding] = Field(default_factory=list)
-    unverified: list[UnverifiedFinding] = Field(default_factory=list)
+    findings: list[Finding] = Field(default_factory=list)
+    #: Findings that did not verify (each with its ``reason``).
+    unverified: list[Finding] = Field(default_factory=list)
     stopped: str = Stopped.NOTHING_TO_REVIEW
     why: str = ""
     partial: str = ""
@@ -562,6 +577,13 @@ class RunReport(BaseModel):
     lifecycle: dict | None = None
     run_elapsed_s: float | None = None
     exit_code: int | None = None
+    #: Set on the copy publishing renders (never in the JSON report): what went inline.
+    inline: Inline | None = Field(None, exclude=True)
+
+    def scrubbed(self, secrets: Redactor) -> RunReport:
+        """A typed copy with every text scrubbed of the secrets: what is rendered and written
+        (scrubbed before rendering: escaping and cutting could hide a key from a later scrub)."""
+        return scrubbed(self, secrets)
 
     @property
     def decision(self) -> Decision:
