@@ -473,8 +473,9 @@ def test_line_comments_keep_their_suggestion_and_end_with_the_marker(
     secrets = Secrets()
     secrets.add(["sk-secret-0123456789"])
     repo = github_mock.client().get_repo("octocat/Hello-World")
-    out = post_line_comments(repo, Event(), [Finding.model_validate(f)], secrets)  # type: ignore[arg-type]
-    assert out["posted"] == 1
+    finding = Finding.model_validate(f)
+    out = post_line_comments(repo, Event(), [finding], secrets)  # type: ignore[arg-type]
+    assert out.posted == 1
     (call,) = github_mock.calls("POST", "/pulls/7/reviews$")
     (comment,) = call.body["comments"]
     assert (comment["start_line"], comment["line"]) == (2, 3)

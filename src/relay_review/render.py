@@ -24,11 +24,15 @@ from relay_review.records import (
     FileReport,
     Finding,
     Probe,
+    RunContext,
     RunReport,
     SelectedRoute,
     ServedBy,
 )
 from relay_review.review.verdict import suggestion_lines
+
+#: Where the findings link to: the run's context and the pull request's number.
+Where = tuple[RunContext | None, int | None]
 
 #: Rows as typed records, or as their JSON form (the CLI commands' reports); JSON is coerced.
 Rows = Sequence[Any]
@@ -408,29 +412,30 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def _finding_link(f: Finding, ctx: Mapping[str, Any]) -> str:
+def _finding_link(f: Finding, ctx: Where) -> str:
     """``path:line`` as a link to the head (RIGHT) or base (LEFT) commit, when the PR is known."""
     label = md_code(f"{f.path}:{f.line}{' (old)' if f.side == 'LEFT' else ''}")
-    sha = ctx.get("base_sha") if f.side == "LEFT" else ctx.get("head_sha")
-    if not (ctx.get("server_url") and ctx.get("repo") and sha):
+    context, number = ctx
+    if context is None:
+        return label
+    sha = context.base_sha if f.side == "LEFT" else context.head_sha
+    if not (context.server_url and context.repo and sha):
         return label
     import hashlib
     from urllib.parse import quote
 
-    number = ctx.get("number")
-    if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+    server, repo = context.server_url, context.repo
+    if number is not None and number > 0:
         # the line in the pull request's diff: GitHub anchors a file by its path's SHA-256
         anchor = hashlib.sha256(str(f.path).encode("utf-8", "surrogatepass")).hexdigest()
         side = "L" if f.side == "LEFT" else "R"
-        url = f"{ctx['server_url']}/{ctx['repo']}/pull/{number}/files#diff-{anchor}{side}{f.line}"
+        url = f"{server}/{repo}/pull/{number}/files#diff-{anchor}{side}{f.line}"
     else:
-        url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
+        url = f"{server}/{repo}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
     return f"[{label}]({url})"
 
 
-def _findings_md(
-    findings: Sequence[Finding], ctx: Mapping[str, Any], *, suggestions: bool = True
-) -> str:
+def _findings_md(findings: Sequence[Finding], ctx: Where, *, suggestions: bool = True) -> str:
     lines = []
     for f in findings:
         quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
@@ -465,31 +470,28 @@ def _lifecycle_section(report: RunReport) -> Section | None:
     """The pull request's story across pushes: counts, then the earlier findings that are not
     in this push (fixed, dismissed, or still open though not reported again)."""
     life = report.lifecycle
-    if not isinstance(life, Mapping):
+    if life is None:
         return None
-    raw = life.get("counts")
-    counts: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def n(key: str) -> int:
-        value = counts.get(key)
-        return value if isinstance(value, int) else 0
+        return life.counts.get(key, 0)
 
     head = (
         f"**Across pushes:** {n('new')} new since the last push · {n('open')} still open · "
         f"{n('fixed')} fixed · {n('dismissed')} dismissed"
     )
-    earlier = [e for e in life.get("earlier") or [] if isinstance(e, Mapping)]
+    earlier = life.earlier
     if not (earlier or n("open") or n("fixed") or n("dismissed")):
         return None  # a first push: every finding is new, nothing to tell yet
     if not earlier:
         return ("lifecycle", head, head)
     rows = []
     for e in earlier:
-        where = md_code(f"{e.get('path')}" + (f":{e.get('line')}" if e.get("line") else ""))
-        state = STATE_WORDS.get(str(e.get("state")), md_text(e.get("state"), 20))
-        how = e.get("how")
-        note = f" ({md_text(how, 40)})" if how and how != e.get("state") else ""
-        first = f", first seen at {md_code(e.get('first_seen'), 12)}" if e.get("first_seen") else ""
+        where = md_code(f"{e.path}" + (f":{e.line}" if e.line else ""))
+        state = STATE_WORDS.get(str(e.state), md_text(e.state, 20))
+        how = e.how
+        note = f" ({md_text(how, 40)})" if how and how != e.state else ""
+        first = f", first seen at {md_code(e.first_seen, 12)}" if e.first_seen else ""
         rows.append(f"- {where}: **{state}**{note}{first}")
     body = "\n".join(rows)
     full = f"{head}\n\n" + _details(f"Findings of earlier pushes ({len(earlier)})", body)
@@ -603,9 +605,7 @@ def _head_section(report: RunReport) -> Section:
     return ("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")
 
 
-def _findings_body(
-    findings: Sequence[Finding], ctx: Mapping[str, Any], *, suggestions: bool = True
-) -> str:
+def _findings_body(findings: Sequence[Finding], ctx: Where, *, suggestions: bool = True) -> str:
     """Medium and high findings listed; low ones folded under them (noise control)."""
     main = [f for f in findings if str(f.severity).lower() != "low"]
     low = [f for f in findings if str(f.severity).lower() == "low"]
@@ -637,10 +637,7 @@ def _inline_note(report: RunReport) -> str:
 
 def _findings_section(report: RunReport) -> Section | None:
     findings = report.verdict.findings
-    ctx = {**(report.context or {})}
-    number = (report.pull_request or {}).get("number")
-    if number is not None:
-        ctx.setdefault("number", number)
+    ctx: Where = (report.context, report.pull_request.number if report.pull_request else None)
     if not findings:
         if report.decision == Decision.UNAVAILABLE:
             return None
@@ -902,8 +899,8 @@ def _footer_section(report: RunReport) -> Section:
         )
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
-    note = (report.policy or {}).get("note")
-    if isinstance(note, str) and note:  # a pull request against another branch than the default
+    note = report.policy.note if report.policy else None
+    if note:  # a pull request against another branch than the default
         text = f"> {md_text(note, 400)}\n\n{text}"
     return ("footer", text, text)
 

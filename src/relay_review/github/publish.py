@@ -37,7 +37,20 @@ from relay_review.github.threads import Known, Plan, Thread, associations, read_
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
 from relay_review.github.threads import plan as plan_lifecycle
-from relay_review.records import Decision, Finding, Inline, NotPosted, ReviewStatus, RunReport
+from relay_review.records import (
+    Decision,
+    EarlierFinding,
+    Finding,
+    GithubReport,
+    Inline,
+    LifecycleReport,
+    NotPosted,
+    Refused,
+    ResolveFailed,
+    ReviewPosted,
+    ReviewStatus,
+    RunReport,
+)
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise, inline_plan
@@ -60,19 +73,20 @@ class Published:
     not_posted: NotPosted | None = None
     detail: str = ""
     current_head: str | None = None
-    review: dict[str, Any] | None = None
+    review: ReviewPosted | None = None
     #: Which findings went inline (the step summary says it as the sticky comment does).
     inline: Inline | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "comment_url": self.comment_url,
-            "comment_action": self.comment_action,
-            "not_posted": self.not_posted and str(self.not_posted),
-            "detail": self.detail,
-            "current_head_sha": self.current_head,
-            "review": self.review,
-        }
+    def summary(self) -> GithubReport:
+        """What happened on GitHub, as the report holds it."""
+        return GithubReport(
+            comment_url=self.comment_url,
+            comment_action=self.comment_action,
+            not_posted=self.not_posted and str(self.not_posted),
+            detail=self.detail,
+            current_head_sha=self.current_head,
+            review=self.review,
+        )
 
 
 @dataclass
@@ -160,15 +174,11 @@ def publish(
             published.review = post_line_comments(
                 repo, event, chosen, secrets, max_single=single, deadline=deadline
             )
+        review = published.review or ReviewPosted(mode="none", posted=0)
         if story is not None:
-            published.review = {
-                **(published.review or {"mode": "none", "posted": 0}),
-                **_threads_json(gh, story, deadline, secrets, len(findings) - len(candidates)),
-            }
-        published.review = {
-            **(published.review or {"mode": "none", "posted": 0}),
-            "noise": inline.to_json(noise),
-        }
+            closed = _threads_closed(gh, story, deadline, secrets, len(findings) - len(candidates))
+            review = review.model_copy(update=closed)
+        published.review = review.model_copy(update={"noise": inline.summary(noise)})
     return published
 
 
@@ -217,22 +227,22 @@ def _story(
         for f, (state, first) in zip(report.verdict.findings, plan.states, strict=True)
     ]
     current = {f.fingerprint for f in report.verdict.findings if f.fingerprint}
-    report.lifecycle = {
-        "counts": plan.counts(),
-        "earlier": [
-            {
-                "fingerprint": e.fingerprint,
-                "path": e.path,
-                "line": e.line,
-                "state": e.state,
-                "first_seen": e.first,
-                "how": e.how,
-            }
+    report.lifecycle = LifecycleReport(
+        counts=plan.counts(),
+        earlier=[
+            EarlierFinding(
+                fingerprint=e.fingerprint,
+                path=e.path,
+                line=e.line,
+                state=e.state,
+                first_seen=e.first,
+                how=e.how,
+            )
             for fp, e in plan.entries.items()
             if fp not in current
         ],
-        "threads": "unreadable" if threads is None else len(threads),
-    }
+        threads="unreadable" if threads is None else len(threads),
+    )
     now = life.clock()
     kept = {k: v for k, v in life.memory.findings.items() if not k.startswith(scope)}
     entries = list(plan.entries.values())[:MAX_REMEMBERED_FINDINGS]
@@ -250,10 +260,11 @@ def _story(
     return _Story(plan=plan, state_line=line, read_error=read_error)
 
 
-def _threads_json(
+def _threads_closed(
     gh: Any, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
 ) -> dict[str, Any]:
-    """Reply in and resolve our threads whose cited lines changed; what was done, as JSON."""
+    """Reply in and resolve our threads whose cited lines changed; what was done (the
+    :class:`ReviewPosted` fields it sets)."""
     done = close_threads(gh, story.plan.close, deadline)
     if story.plan.close:
         say(
@@ -267,7 +278,9 @@ def _threads_json(
     return {
         "not_reposted": not_reposted,
         "resolved": len(done.closed),
-        "resolve_failed": [{"thread": t, "reason": secrets.redact(r)} for t, r in done.failed],
+        "resolve_failed": [
+            ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
+        ],
         "threads_error": secrets.redact(story.read_error) if story.read_error else None,
     }
 
@@ -359,7 +372,7 @@ def post_line_comments(
     *,
     max_single: int = DEFAULT_MAX_SINGLE,
     deadline: float | None = None,
-) -> dict[str, Any]:
+) -> ReviewPosted:
     """Verified findings as one ``COMMENT`` review, each body ending with its hidden finding
     marker (fingerprint, cited lines, first commit); refused ones are listed, none are lost
     (they are all in the sticky comment)."""
@@ -400,16 +413,16 @@ def post_line_comments(
                 f"refused ({refused.reason}); it stays in the sticky comment"
             )
         )
-    return {
-        "mode": result.mode,
-        "posted": len(result.posted),
-        "refused": [
-            {"path": r.comment.path, "line": r.comment.line, "reason": secrets.redact(r.reason)}
+    return ReviewPosted(
+        mode=result.mode,
+        posted=len(result.posted),
+        refused=[
+            Refused(path=r.comment.path, line=r.comment.line, reason=secrets.redact(r.reason))
             for r in result.refused
         ],
-        "uncertain": result.uncertain,
-        "detail": secrets.redact(result.detail),
-    }
+        uncertain=result.uncertain,
+        detail=secrets.redact(result.detail),
+    )
 
 
 def summary_markdown(report: RunReport, published: Published) -> str:

@@ -45,7 +45,16 @@ from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
 from relay_review.providers.discovery import DiscoveryResult, discover
-from relay_review.records import Catalog, Decision, NotPosted, RunReport
+from relay_review.records import (
+    Catalog,
+    Decision,
+    DiscoveredAccount,
+    DiscoveryReport,
+    NotPosted,
+    PullRequestReport,
+    RunContext,
+    RunReport,
+)
 from relay_review.render import catalog_table
 from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
 from relay_review.review.diff import DiffIndex
@@ -182,7 +191,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
-    report.github = published.to_json()
+    report.github = published.summary()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
     report.exit_code = exit_code(report, inputs, published)
     finish(env, report, published, secrets)
@@ -199,27 +208,29 @@ def describe_run(
 ) -> None:
     """Add what the action knows beyond the review: policy, pull request, discovery, version."""
     report.provenance = origin.provenance
-    report.context = {
-        "server_url": (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-        "repo": event.repo_full_name,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-    }
-    report.policy = origin.to_json()
-    report.pull_request = {
-        "event": event.event_name,
-        "action": event.action,
-        "repo": event.repo_full_name,
-        "number": event.number,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-        "private": event.private,
-    }
+    report.context = RunContext(
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        repo=event.repo_full_name,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+    )
+    report.policy = origin.summary()
+    report.pull_request = PullRequestReport(
+        event=event.event_name,
+        action=event.action,
+        repo=event.repo_full_name,
+        number=event.number,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+        private=event.private,
+    )
     report.require_zdr = require_zdr
-    report.discovery = {
-        "accounts": [vars(a) for a in discovery.accounts],
-        "errors": discovery.errors,
-    }
+    report.discovery = DiscoveryReport(
+        accounts=[
+            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
+        ],
+        errors=discovery.errors,
+    )
     report.relay_review_version = __version__
 
 

@@ -11,7 +11,15 @@ from collections.abc import Callable, Mapping
 from enum import Enum, StrEnum
 from typing import Any, Literal, Protocol, TypeVar, cast
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    JsonValue,
+    SerializerFunctionWrapHandler,
+    field_validator,
+    model_serializer,
+)
 
 from relay_review.records.finding import Finding
 
@@ -480,6 +488,160 @@ def _scrub(value: Any, redact: Callable[[str], str]) -> Any:
     return value
 
 
+# --------------------------------------------------------------------------------------------
+# what the action adds to the report: where it ran, the policy, the pull request, discovery,
+# what was posted, the findings across pushes
+
+
+class RunContext(BaseModel):
+    """Where the reviewed code is (links in the comment)."""
+
+    server_url: str | None = None
+    repo: str | None = None
+    head_sha: str | None = None
+    base_sha: str | None = None
+
+
+class PolicySource(BaseModel):
+    """Where the policy text came from; :meth:`render` is what the comment and report show."""
+
+    model_config = ConfigDict(frozen=True)
+
+    kind: Literal["pinned", "base", "default"]
+    repo: str
+    sha: str
+    path: str
+    #: What was asked for: the ``orchestrator-ref`` (pinned) or the PR's base branch (base).
+    ref: str
+    #: The minimum ref the pinned commit was verified to descend from, and its SHA.
+    min_ref: str | None = None
+    min_sha: str | None = None
+
+    def render(self) -> str:
+        """``owner/repo@<sha12> (resolved from <ref>)``; for a base policy ``(base of ...)``."""
+        if self.kind == "pinned":
+            return f"{self.repo}@{self.sha[:12]} (resolved from {self.ref})"
+        if self.kind == "default":
+            return f"{self.repo}@{self.sha[:12]} (default branch: {self.ref})"
+        return f"{self.repo}@{self.sha[:12]} (base of the pull request: {self.ref})"
+
+    def __str__(self) -> str:
+        return self.render()
+
+
+class PolicyReport(BaseModel):
+    """Where the run's policy came from: the provenance line, its file, the inline policy and
+    the action inputs over it, and a note for a pull request against another branch."""
+
+    provenance: str = ""
+    source: PolicySource | None = None
+    inline: bool = False
+    input_overrides: dict[str, JsonValue] = Field(default_factory=dict)
+    note: str | None = None
+
+
+class PullRequestReport(BaseModel):
+    """The pull request the run reviewed."""
+
+    event: str | None = None
+    action: str | None = None
+    repo: str | None = None
+    number: int | None = None
+    head_sha: str | None = None
+    base_sha: str | None = None
+    private: bool | None = None
+
+
+class DiscoveredAccount(BaseModel):
+    """How discovery went for one account (never holds a key)."""
+
+    account: str
+    kind: str
+    status: str
+    listed: int = 0
+    kept: int = 0
+    error: str | None = None
+    dropped: dict[str, int] = Field(default_factory=dict)
+
+
+class DiscoveryReport(BaseModel):
+    """Discovery's accounts and errors, as the report holds them."""
+
+    accounts: list[DiscoveredAccount] = Field(default_factory=list)
+    errors: list[dict[str, str]] = Field(default_factory=list)
+
+
+class _Present(BaseModel):
+    """A record whose JSON holds only the fields that were set (in field order)."""
+
+    @model_serializer(mode="wrap")
+    def _set_only(self, handler: SerializerFunctionWrapHandler) -> dict[str, Any]:
+        data: dict[str, Any] = handler(self)
+        return {k: v for k, v in data.items() if k in self.model_fields_set}
+
+
+class Refused(BaseModel):
+    """A line comment GitHub refused (it stays in the sticky comment)."""
+
+    path: str
+    line: int
+    reason: str
+
+
+class ResolveFailed(BaseModel):
+    """A review thread that could not be resolved."""
+
+    thread: str
+    reason: str
+
+
+class ReviewPosted(_Present):
+    """The line comments and review threads of one run (only what was done is said): the
+    review posted, the threads resolved, which findings went inline."""
+
+    mode: str = "none"
+    posted: int = 0
+    refused: list[Refused] = Field(default_factory=list)
+    uncertain: bool = False
+    detail: str = ""
+    not_reposted: int = 0
+    resolved: int = 0
+    resolve_failed: list[ResolveFailed] = Field(default_factory=list)
+    threads_error: str | None = None
+    noise: Inline | None = None
+
+
+class GithubReport(BaseModel):
+    """What happened on GitHub (:class:`relay_review.github.publish.Published`)."""
+
+    comment_url: str | None = None
+    comment_action: str | None = None
+    not_posted: str | None = None
+    detail: str = ""
+    current_head_sha: str | None = None
+    review: ReviewPosted | None = None
+
+
+class EarlierFinding(BaseModel):
+    """A finding of an earlier push not in this one (fixed, dismissed, or still open)."""
+
+    fingerprint: str = ""
+    path: str = ""
+    line: int | None = None
+    state: str = ""
+    first_seen: str = ""
+    how: str = ""
+
+
+class LifecycleReport(BaseModel):
+    """The findings across pushes: counts by state, the earlier ones, the threads read."""
+
+    counts: dict[str, int] = Field(default_factory=dict)
+    earlier: list[EarlierFinding] = Field(default_factory=list)
+    #: How many of our review threads were read, or ``unreadable``.
+    threads: int | str = 0
+
+
 class Verdict(BaseModel):
     """What the review concluded: the decision (computed, never the model's), the texts, and the
     findings that did and did not verify."""
@@ -550,7 +712,8 @@ ACTION_KEYS = (
 class RunReport(BaseModel):
     """Everything a run found out, typed; :meth:`to_json` is the documented JSON report."""
 
-    model_config = ConfigDict(extra="allow")
+    #: what is assigned is validated too (a part given as its JSON form becomes its record)
+    model_config = ConfigDict(extra="allow", validate_assignment=True)
 
     verdict: Verdict = Field(default_factory=Verdict)
     files: list[FileReport] = Field(default_factory=list)
@@ -566,15 +729,15 @@ class RunReport(BaseModel):
     provenance: str | None = None
     #: The maintainers' guidelines the review followed, as ``path@sha12`` (base commit).
     guidelines: str | None = None
-    context: dict | None = None
-    policy: dict | None = None
-    pull_request: dict | None = None
+    context: RunContext | None = None
+    policy: PolicyReport | None = None
+    pull_request: PullRequestReport | None = None
     require_zdr: bool | None = None
-    discovery: dict | None = None
+    discovery: DiscoveryReport | None = None
     relay_review_version: str | None = None
-    github: dict | None = None
+    github: GithubReport | None = None
     #: The findings across pushes: counts (new, open, fixed, dismissed) and the earlier ones.
-    lifecycle: dict | None = None
+    lifecycle: LifecycleReport | None = None
     run_elapsed_s: float | None = None
     exit_code: int | None = None
     #: Set on the copy publishing renders (never in the JSON report): what went inline.
