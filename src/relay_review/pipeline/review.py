@@ -575,10 +575,7 @@ async def review(
 
     plan = whole = planned()
     if not plan.chunks:
-        files = {
-            f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
-            for f in plan.files
-        }
+        files = {f.path: f for f in plan.files}
         report = RunReport(files=list(files.values()), catalog=catalog.summary())
         report.verdict = Verdict(
             decision=Decision.COMMENT,
@@ -627,10 +624,7 @@ async def review(
     if reused:
         plan = planned(reused)
         reused = {p: reused[p] for p in plan.reused}
-    files = {
-        f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
-        for f in plan.files
-    }
+    files = {f.path: f for f in plan.files}
     report = RunReport(files=list(files.values()), catalog=catalog.summary())
     log.info(
         "review: %d files (%d reused), %d chunks of at most %d tokens, over %d routes",

@@ -394,13 +394,18 @@ class _Row(BaseModel):
 
 
 class FileReport(_Row):
-    """One changed file: reviewed, or skipped with the reason."""
+    """One changed file: reviewed, or skipped with the reason (the chunk plan's, then the
+    report's)."""
 
     path: str
     status: str = ReviewStatus.REVIEWED
-    reason: str | None = ""
-    #: Changed content no model was shown (not an exclusion the policy trusts): the review is
-    #: partial and never approves.
+    reason: str | None = None
+    #: How the diff changes it (added, modified, deleted, renamed, copied, binary) and its old
+    #: path: the plan's facts, not in the JSON report.
+    change: str | None = Field(None, exclude=True)
+    old_path: str | None = Field(None, exclude=True)
+    #: Changed content no model was shown (not an exclusion the policy trusts, binary, no
+    #: patch, a size limit): the review is partial and never approves.
     left_out: bool = False
     #: Reviewed in an earlier run and unchanged since: that run's head (sha, or "" when the run
     #: had none) and findings were reused with no model request. None: reviewed this run.

@@ -38,16 +38,13 @@ import sys
 from collections.abc import Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
-from typing import Literal
 
-from pydantic import BaseModel
-
+from relay_review.records import FileReport
 from relay_review.review.diff import (
     REASON_NO_CHANGES,
     DiffIndex,
     DiffLine,
     FileDiff,
-    FileStatus,
     Hunk,
 )
 
@@ -166,19 +163,6 @@ def excluded_by(path: str, patterns: Iterable[str]) -> str | None:
 
 
 # -- records ------------------------------------------------------------------------------------
-
-
-class FileReport(BaseModel):
-    """What happened to one file of the diff: reviewed, or skipped with the reason."""
-
-    path: str
-    status: Literal["reviewed", "skipped"]
-    reason: str | None = None
-    change: FileStatus
-    old_path: str | None = None
-    #: Skipped although it changes content that no model was shown (an exclude glob the policy
-    #: does not trust, binary, no patch, a size limit): a review without it is partial.
-    left_out: bool = False
 
 
 @dataclass
