@@ -16,8 +16,8 @@ import pytest
 
 from relay_review.drill.review import sample_diff
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
-from relay_review.models import Deadlines, Outcome, OutcomeKind
 from relay_review.pipeline.review import review as run_review
+from relay_review.records import Deadlines, Outcome, OutcomeKind
 from relay_review.render import comment_markdown
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex

@@ -14,8 +14,8 @@ import pytest
 import redis
 
 from relay_review.drill import FaultFleet
-from relay_review.models import RunReport
 from relay_review.pipeline.review import review
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown, review_text
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery

@@ -504,7 +504,7 @@ def test_inline_policy_layers_under_inputs() -> None:
     assert (policy.serving.deadline, policy.serving.attempt) == (30, 30)  # attempt capped
     assert policy.review.exclude == ["*.lock"]
     assert origin.provenance == "inline policy (workflow input `policy`)"
-    assert origin.to_json()["input_overrides"]["catalog"] == {"limit": 5}
+    assert origin.summary().input_overrides["catalog"] == {"limit": 5}
 
 
 def test_redaction_covers_nested_data(capsys: pytest.CaptureFixture[str]) -> None:

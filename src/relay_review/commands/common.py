@@ -10,7 +10,7 @@ from typing import Any
 
 from relay_review.action_inputs import DEFAULT_POLICY_PATH
 from relay_review.errors import UsageError
-from relay_review.models import Catalog
+from relay_review.records import Catalog
 from relay_review.routing.catalog import build_catalog, parse_discovery, parse_zdr_feed
 from relay_review.settings import (
     Layer,

@@ -218,13 +218,13 @@ async def run_scenario(
     healthy_at = next(
         (i for i, s in enumerate(scripts, 1) if s.startswith("healthy") or ">healthy" in s), None
     )
-    time_to_reply = report["time_to_reply_s"]
+    time_to_reply = report.time_to_reply_s
     return {
-        **report,
+        **report.to_json(),
         "scenario": scenario.name,
         "description": scenario.description,
         "direct_latency_s": direct,
-        "ratio": round(time_to_reply / direct, 2) if direct and report["served_by"] else None,
+        "ratio": round(time_to_reply / direct, 2) if direct and time_to_reply is not None else None,
         "healthy_catalog_position": healthy_at,
         "probe_tokens_requested": sum(probe_tokens),
         "max_probe_tokens": max(probe_tokens, default=0),

@@ -43,7 +43,6 @@ from relay_review.github.log import Secrets, say
 from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
 from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
-from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
@@ -51,6 +50,16 @@ from relay_review.pipeline.route_memory import route_horizon
 from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.providers.health import PublishedHealth
+from relay_review.records import (
+    Catalog,
+    Decision,
+    DiscoveredAccount,
+    DiscoveryReport,
+    NotPosted,
+    PullRequestReport,
+    RunContext,
+    RunReport,
+)
 from relay_review.render import catalog_table
 from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
@@ -161,8 +170,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
-    extra = report.model_extra if report.model_extra is not None else {}
-    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
+    report.quota = quota_report(health, report.requests_by_account)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private
@@ -195,7 +203,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
-    report.github = published.to_json()
+    report.github = published.summary()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
     report.exit_code = exit_code(report, inputs, published)
     finish(env, report, published, secrets)
@@ -212,27 +220,29 @@ def describe_run(
 ) -> None:
     """Add what the action knows beyond the review: policy, pull request, discovery, version."""
     report.provenance = origin.provenance
-    report.context = {
-        "server_url": (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-        "repo": event.repo_full_name,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-    }
-    report.policy = origin.to_json()
-    report.pull_request = {
-        "event": event.event_name,
-        "action": event.action,
-        "repo": event.repo_full_name,
-        "number": event.number,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-        "private": event.private,
-    }
+    report.context = RunContext(
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        repo=event.repo_full_name,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+    )
+    report.policy = origin.summary()
+    report.pull_request = PullRequestReport(
+        event=event.event_name,
+        action=event.action,
+        repo=event.repo_full_name,
+        number=event.number,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+        private=event.private,
+    )
     report.require_zdr = require_zdr
-    report.discovery = {
-        "accounts": [vars(a) for a in discovery.accounts],
-        "errors": discovery.errors,
-    }
+    report.discovery = DiscoveryReport(
+        accounts=[
+            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
+        ],
+        errors=discovery.errors,
+    )
     report.relay_review_version = __version__
 
 

@@ -18,6 +18,7 @@ from relay_review.github.policy_ref import (
     read_base_policy,
     workflow_commit,
 )
+from relay_review.records import PolicyReport
 from relay_review.settings import Layer, Policy, merge_layers, parse_toml
 
 INLINE_SOURCE = "input `policy`"
@@ -36,14 +37,15 @@ class PolicyOrigin:
     #: default one (its policy and guidelines came from the default branch all the same).
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "provenance": self.provenance,
-            "source": self.source.model_dump() if self.source else None,
-            "inline": self.inline,
-            "input_overrides": self.overrides,
-            "note": self.note,
-        }
+    def summary(self) -> PolicyReport:
+        """Where the policy came from, as the report holds it."""
+        return PolicyReport(
+            provenance=self.provenance,
+            source=self.source,
+            inline=self.inline,
+            input_overrides=self.overrides,
+            note=self.note,
+        )
 
 
 def trusted_commit(gh: Any, event: PullRequestEvent, env: Mapping[str, str]) -> str:

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
-from relay_review.models import Outcome, OutcomeKind, Readiness
+from relay_review.records import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
 from relay_review.settings import MemoryPolicy
 from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo

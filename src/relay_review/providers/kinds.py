@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from relay_review.models import KindName, Pricing
+from relay_review.records import KindName, Pricing
 
 #: The placeholder a kind's base URL may hold, filled from the account's ``url_env`` variable.
 ACCOUNT_ID_PLACEHOLDER = "{account_id}"
