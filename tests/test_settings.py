@@ -9,7 +9,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from relay_review.errors import UsageError
-from relay_review.providers.kinds import OPENCODE_GO_BASE_URL
+from relay_review.kinds import OPENCODE_GO_BASE_URL
 from relay_review.settings import (
     Account,
     Policy,

@@ -13,7 +13,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-#: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
+#: The provider kinds a policy may name (``kinds.py`` says what each one means).
 KindName = Literal[
     "openrouter",
     "nvidia_nim",

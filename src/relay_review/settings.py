@@ -37,8 +37,7 @@ from pydantic import (
 from pydantic.fields import FieldInfo
 
 from relay_review.errors import UsageError
-from relay_review.models import Account, Deadlines, KindName, Pricing
-from relay_review.providers.kinds import (
+from relay_review.kinds import (
     ENV_FAMILIES,
     KINDS,
     MODELS_DEV_URL,
@@ -50,6 +49,7 @@ from relay_review.providers.kinds import (
     family_url_env,
     fill_base_url,
 )
+from relay_review.models import Account, Deadlines, KindName, Pricing
 
 DEFAULT_POLICY_FILE = "relay-review.toml"
 INLINE_SOURCE = "inline policy"

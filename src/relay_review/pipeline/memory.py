@@ -20,8 +20,8 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from relay_review.kinds import KINDS, fill_base_url
 from relay_review.models import CatalogEntry, MemoryReport
-from relay_review.providers.kinds import KINDS, fill_base_url
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes

@@ -23,6 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from relay_review.kinds import is_gateway
 from relay_review.models import (
     CatalogEntry,
     Cost,
@@ -32,7 +33,6 @@ from relay_review.models import (
     Probe,
     Readiness,
 )
-from relay_review.providers.kinds import is_gateway
 from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 
