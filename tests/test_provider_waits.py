@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from relay_review.config import MemoryPolicy, PreflightPolicy, ServingPolicy
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Readiness
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.status import classify_http_error
@@ -26,7 +27,6 @@ from relay_review.routing.budget import LONGEST_CLOSE_S, AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import MemoryPolicy, PreflightPolicy, ServingPolicy
 from relay_review.state.ledger import Budget, MemoryLedger
 from relay_review.state.routes import classify, longest_ttl
 

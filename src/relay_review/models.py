@@ -34,7 +34,7 @@ Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
 class Account(BaseModel):
     """One credential account, defaults resolved: where to call, which variable holds its key.
 
-    Built by :mod:`relay_review.settings` (policy and environment); read by discovery. Key
+    Built by :mod:`relay_review.config.accounts` (policy and environment); read by discovery. Key
     *values* are never held here, only the name of the variable that holds the key.
     """
 

@@ -27,7 +27,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from relay_review import __version__
-from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
+from relay_review.config import (
+    MemoryPolicy,
+    Policy,
+    key_conventions,
+    resolve_accounts,
+    resolve_require_zdr,
+)
+from relay_review.config.inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
 from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
@@ -43,7 +50,7 @@ from relay_review.github.log import Secrets, say
 from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
 from relay_review.github.pr import head_files, list_files
 from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
-from relay_review.models import Catalog, Decision, NotPosted, RunReport
+from relay_review.models import Account, Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
@@ -61,14 +68,6 @@ from relay_review.routing.catalog import (
     build_catalog,
     parse_discovery,
     parse_zdr_feed,
-)
-from relay_review.settings import (
-    Account,
-    MemoryPolicy,
-    Policy,
-    key_conventions,
-    resolve_accounts,
-    resolve_require_zdr,
 )
 from relay_review.state import (
     CommentStore,

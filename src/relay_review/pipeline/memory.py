@@ -20,13 +20,13 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from relay_review.config import MemoryPolicy, Policy
 from relay_review.kinds import KINDS, fill_base_url
 from relay_review.models import CatalogEntry, MemoryReport
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
 from relay_review.state.routes import Origins, Recalled, recall, remember
 from relay_review.state.stores import Borrowed

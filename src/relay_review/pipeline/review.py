@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay_review.config import Policy
 from relay_review.models import (
     Attempt,
     AttemptReport,
@@ -74,7 +75,6 @@ from relay_review.review.verdict import (
 from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
 from relay_review.state.chunks import (
     chunk_key,

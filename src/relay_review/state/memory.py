@@ -27,7 +27,7 @@ from pydantic import (
     model_validator,
 )
 
-from relay_review.settings import MemoryPolicy
+from relay_review.config import MemoryPolicy
 
 #: The record's version: a store written by another version is ignored (never migrated).
 VERSION: Literal[2] = 2
