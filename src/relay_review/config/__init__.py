@@ -3,8 +3,8 @@
 :mod:`.schema` holds the strict policy models, :mod:`.layers` turns every source (file, inline
 policy, flags, action inputs) into one validated Policy, :mod:`.explain` words a validation
 error as one sentence naming the field, and :mod:`.accounts` finds the accounts of the policy
-and the environment. The action's inputs are read by :mod:`.inputs`, imported on its own: it
-is the action's edge, and importing this package must not load it.
+and the environment. The action's inputs (:mod:`.inputs`) are imported on their own, never
+from here: they read through ``github.actions`` and ``state``, and ``state`` imports the schema.
 """
 
 from __future__ import annotations

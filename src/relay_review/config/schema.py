@@ -2,7 +2,8 @@
 
 Unknown keys are rejected and types are strict, so a typo fails loudly instead of being ignored;
 each field declares what it allows in words (``_opt``), which :mod:`.explain` puts in the error.
-Models build on first use (``defer_build``): importing the schema costs start-up nothing.
+Models build on first use (``defer_build``), not at import, to keep start-up short
+(``bench/startup.py``); only the sections' default instances are built when it loads.
 """
 
 from __future__ import annotations
