@@ -4,7 +4,8 @@
 policy, flags, action inputs) into one validated Policy, :mod:`.explain` words a validation
 error as one sentence naming the field, and :mod:`.accounts` finds the accounts of the policy
 and the environment. The action's inputs (:mod:`.inputs`) are imported on their own, never
-from here: they read through ``github.actions`` and ``state``, and ``state`` imports the schema.
+from here: they read through ``github.actions`` and ``state``, which a command that needs only
+the policy should not load.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ def _http_detail(response: httpx.Response) -> str:
     return f": {clip(message)}" if isinstance(message, str) and message.strip() else ""
 
 
-async def _get_json(
+async def get_json(
     client: httpx.AsyncClient, url: str, timeout: float, headers: Mapping[str, str] | None = None
 ) -> tuple[Any, bytes]:
     """GET a JSON document within ``timeout`` seconds overall; raise FetchError on any failure."""
@@ -85,7 +85,7 @@ async def list_models(
     headers = {"Authorization": f"Bearer {key}"}
     if kind is not None and kind.listing == "cloudflare":
         return await _list_cloudflare(client, account.base_url, timeout, headers)
-    payload, _ = await _get_json(client, f"{account.base_url}/models", timeout, headers)
+    payload, _ = await get_json(client, f"{account.base_url}/models", timeout, headers)
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if not isinstance(data, list):
         raise FetchError('unexpected reply: expected {"data": [...]}')
@@ -111,7 +111,7 @@ async def _list_cloudflare(
     entries: list[Any] = []
     for page in range(1, CLOUDFLARE_MAX_PAGES + 1):
         url = f"{root}/models/search?per_page={CLOUDFLARE_PER_PAGE}&page={page}"
-        payload, _ = await _get_json(client, url, timeout, headers)
+        payload, _ = await get_json(client, url, timeout, headers)
         result = payload.get("result") if isinstance(payload, Mapping) else None
         if not isinstance(result, list):
             raise FetchError('unexpected reply: expected {"result": [...]}')
@@ -164,7 +164,7 @@ def cloudflare_entry(raw: Any) -> Any:
 
 async def fetch_zdr(client: httpx.AsyncClient, url: str, timeout: float) -> bytes:
     """OpenRouter's ZDR feed, checked for the ``{"data": [...]}`` shape, as the bytes received."""
-    payload, raw = await _get_json(client, url, timeout)
+    payload, raw = await get_json(client, url, timeout)
     if not isinstance(payload, Mapping) or not isinstance(payload.get("data"), list):
         raise FetchError('unexpected reply: expected {"data": [...]}')
     return raw
@@ -172,7 +172,7 @@ async def fetch_zdr(client: httpx.AsyncClient, url: str, timeout: float) -> byte
 
 async def fetch_models_dev(client: httpx.AsyncClient, url: str, timeout: float) -> dict[str, Any]:
     """Models.dev's ``api.json`` (provider id -> provider with ``models``)."""
-    payload, _ = await _get_json(client, url, timeout)
+    payload, _ = await get_json(client, url, timeout)
     if not isinstance(payload, dict):
         raise FetchError("unexpected reply: expected a JSON object of providers")
     return payload
