@@ -11,13 +11,13 @@ import time
 
 import pytest
 
+from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.records import Outcome, OutcomeKind, Phase, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import PreflightPolicy, ServingPolicy
 
 
 def ok(text="fine"):

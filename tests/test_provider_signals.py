@@ -22,6 +22,7 @@ import pytest
 
 from relay_review._http import parse_duration
 from relay_review.commands.common import add_serving_args, policy_from_args
+from relay_review.config import Layer, PreflightPolicy, ServingPolicy, merge_layers
 from relay_review.drill import FaultFleet
 from relay_review.errors import UsageError
 from relay_review.providers.chat.call import chat_call
@@ -31,7 +32,6 @@ from relay_review.providers.hints import read_rate_hint
 from relay_review.records import Deadlines, OutcomeKind, Phase
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Layer, PreflightPolicy, ServingPolicy, merge_layers
 
 NOW = datetime(2026, 9, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.scenarios import (
     SCENARIOS,
@@ -27,7 +28,6 @@ from relay_review.records import CatalogEntry
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 

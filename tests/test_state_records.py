@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_server import KINDS, RedisServer, serve
+from relay_review.config import MemoryPolicy
 from relay_review.pipeline.memory import limits
 from relay_review.pipeline.route_memory import ago, horizon
-from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Memory, Wanted
 from relay_review.state.memory import (
     MAX_DEPTH,

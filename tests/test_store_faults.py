@@ -34,12 +34,12 @@ from action_harness import policy_toml, run_action, standard_fleet
 from delay_proxy import DelayProxy
 from github_mock import MockGitHub
 from redis_server import RedisServer
+from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.drill.scenarios import SCENARIOS, discovery_for, drill_environ, fleet_for
 from relay_review.records import Outcome, OutcomeKind
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import PreflightPolicy, ServingPolicy
 from relay_review.state.ledger import Budget, MemoryLedger, Reservation
 
 FAULTS = ["closed", "killed", "stopped", "restarted", "slow", "sluggish"]

@@ -38,7 +38,7 @@ import os
 import traceback
 from collections.abc import Mapping
 
-from relay_review.action_inputs import secret_values
+from relay_review.config.inputs import secret_values
 from relay_review.errors import UsageError
 from relay_review.github import actions
 from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError

@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 
 from relay_review import pipeline
+from relay_review.config import Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.providers.chat.call import chat_call
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
-from relay_review.settings import Policy
 from relay_review.state import Store
 
 REFERENCE = "reference"

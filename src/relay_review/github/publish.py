@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from relay_review._files import atomic_write
-from relay_review.action_inputs import ActionInputs
+from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
 from relay_review.github.client import WaitBudget
 from relay_review.github.comment import (

@@ -27,7 +27,14 @@ from datetime import UTC, datetime
 from typing import Any
 
 from relay_review import __version__
-from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
+from relay_review.config import (
+    MemoryPolicy,
+    Policy,
+    key_conventions,
+    resolve_accounts,
+    resolve_require_zdr,
+)
+from relay_review.config.inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
 from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
@@ -51,6 +58,7 @@ from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.providers.health import PublishedHealth
 from relay_review.records import (
+    Account,
     Catalog,
     Decision,
     DiscoveredAccount,
@@ -71,14 +79,6 @@ from relay_review.routing.catalog import (
     build_catalog,
     parse_discovery,
     parse_zdr_feed,
-)
-from relay_review.settings import (
-    Account,
-    MemoryPolicy,
-    Policy,
-    key_conventions,
-    resolve_accounts,
-    resolve_require_zdr,
 )
 from relay_review.state import (
     Borrowed,

@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_review.action_inputs import ActionInputs
+from relay_review.config import Layer, Policy, merge_layers, parse_toml
+from relay_review.config.inputs import ActionInputs
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
 from relay_review.github.policy_ref import (
@@ -19,7 +20,6 @@ from relay_review.github.policy_ref import (
     workflow_commit,
 )
 from relay_review.records import PolicyReport
-from relay_review.settings import Layer, Policy, merge_layers, parse_toml
 
 INLINE_SOURCE = "input `policy`"
 INPUT_SOURCE = "action inputs"
@@ -86,7 +86,7 @@ def resolve_policy(
       base, which its author picks); no file there means built-in defaults.
 
     Each layer is validated alone (errors name it), then the merged whole: see
-    :func:`relay_review.settings.merge_layers`, which the command line's flags go through too.
+    :func:`relay_review.config.merge_layers`, which the command line's flags go through too.
     """
     layers: list[Layer] = []
     source: PolicySource | None = None

@@ -11,6 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from relay_review.config import Policy
 from relay_review.pipeline.memory import RunMemory
 from relay_review.pipeline.review_cache import (
     chunk_key,
@@ -77,7 +78,6 @@ from relay_review.review.verdict import (
 from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
 from relay_review.state.memory import ChunkMemo, Memory
 

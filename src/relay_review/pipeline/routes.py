@@ -8,6 +8,7 @@ from collections.abc import Callable, Mapping
 
 import httpx
 
+from relay_review.config import Policy
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.records import Catalog, ChatReport, KeyUsage, PreflightReport, QuotaReport
@@ -15,7 +16,6 @@ from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import rank_by_uptime
 from relay_review.routing.session import RoutingSession, warm_tls_context
-from relay_review.settings import Policy
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
 

@@ -25,7 +25,7 @@ from relay_review.records.finding import Finding
 
 T = TypeVar("T")
 
-#: The provider kinds a policy may name (``providers/kinds.py`` says what each one means).
+#: The provider kinds a policy may name (``kinds.py`` says what each one means).
 KindName = Literal[
     "openrouter",
     "nvidia_nim",
@@ -46,7 +46,7 @@ Pricing = Literal["listing", "models.dev", "declared-free", "unknown"]
 class Account(BaseModel):
     """One credential account, defaults resolved: where to call, which variable holds its key.
 
-    Built by :mod:`relay_review.settings` (policy and environment); read by discovery. Key
+    Built by :mod:`relay_review.config.accounts` (policy and environment); read by discovery. Key
     *values* are never held here, only the name of the variable that holds the key.
     """
 

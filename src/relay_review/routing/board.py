@@ -23,7 +23,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay_review.providers.kinds import is_gateway
+from relay_review.kinds import is_gateway
 from relay_review.records import (
     CatalogEntry,
     Cost,

@@ -66,7 +66,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_review.providers.kinds import stream_usage
+from relay_review.kinds import stream_usage
 from relay_review.records import (
     Attempt,
     CatalogEntry,
