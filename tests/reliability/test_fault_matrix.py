@@ -17,7 +17,7 @@ serving (the probe passed) are named by the attempt timeline (phase and outcome)
 
 Cells run in this process (:func:`action_harness.run_in_process`: the action's entrypoint over
 the runner's environment, against the same Prism and a real fleet on 127.0.0.1); the first cell
-of each fault family (:data:`FAMILIES`), the every-route-dead run, the silent pool and one
+of each fault family (:data:`FAMILIES`), the silent pool bounded by the run deadline and one
 mid-review death go through ``relay-review run`` as a subprocess, as the runner starts it.
 Each run gets its own fleet (a thread, ~3 ms to start): behaviour scripts advance per request, so
 runs must not share one; Prism is one per session.
@@ -475,7 +475,7 @@ def test_every_route_dead_gives_a_bounded_failure_comment(
     head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS)}").replace(
         f"deadline = {DEADLINE:g}", f"deadline = {MIXED_DEADLINE:g}"
     )
-    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=True)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 1, run.stdout
     body = only_body(github_mock)
     assert "Review unavailable" in body and "No route served after" in body
