@@ -20,11 +20,13 @@ import contextlib
 import copy
 import io
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -462,9 +464,29 @@ def run_in_process(
     )
     out, err = io.StringIO(), io.StringIO()
     started = time.monotonic()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _process_logging(err):
         code = action_entrypoint(env)
     return collect_run(root, code, out.getvalue(), err.getvalue(), time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _process_logging(stream: io.StringIO) -> Iterator[None]:
+    """The root logger as ``cli.main`` leaves it in a fresh process (one handler at INFO on
+    stderr, ``httpx`` at WARNING), so the action's own ``log_to_stdout`` and the log lines
+    tests read behave as in a subprocess; pytest's own handlers are put back afterwards."""
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    saved = (root.handlers[:], root.level, httpx_log.level)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+    httpx_log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers, level, httpx_level = saved
+        root.setLevel(level)
+        httpx_log.setLevel(httpx_level)
 
 
 def collect_run(root: Path, code: int, stdout: str, stderr: str, wall_s: float) -> Run:
