@@ -19,7 +19,7 @@ import httpx
 
 from relay_review import pipeline
 from relay_review.drill.fleet import FaultFleet
-from relay_review.providers.chat import chat_call
+from relay_review.providers.chat.call import chat_call
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context

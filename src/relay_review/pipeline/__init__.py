@@ -8,6 +8,11 @@ One module per flow:
   -> report`` (the ``review`` command, the drill, and the action's review stage);
 - :mod:`.action`: the GitHub Action, ``inputs -> event -> policy -> discovery -> catalog ->
   pull request files -> review -> publish -> step summary, outputs, report file``.
+
+And memory across runs, read before routing and written after, for every flow:
+:mod:`.memory` (the run's view of the store), :mod:`.route_memory` (what a route's outcome
+leaves for the next run, and how it settles routes before routing), :mod:`.review_cache`
+(what a reviewed file leaves, and how it is reused). The store itself is :mod:`relay_review.state`.
 """
 
 from __future__ import annotations
@@ -15,10 +20,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from relay_review.pipeline.review import review, review_with_health
 from relay_review.pipeline.routes import chat, preflight
 
-__all__ = ["chat", "preflight", "review", "review_with_health", "run_sync"]
+# ``review`` (the review flow) is not imported here: ``chat`` and ``preflight`` must not load the
+# review stages (prompt, verdict, diff parsing) before their first request; import it from
+# :mod:`.review`.
+__all__ = ["chat", "preflight", "run_sync"]
 
 
 def run_sync(coro: Any) -> Any:

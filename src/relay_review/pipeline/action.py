@@ -47,13 +47,15 @@ from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
 from relay_review.pipeline.review import review
+from relay_review.pipeline.route_memory import route_horizon
 from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
 from relay_review.providers.health import PublishedHealth
 from relay_review.render import catalog_table
-from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
+from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise
+from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
 from relay_review.review.prompt import Instructions
 from relay_review.routing.catalog import (
     CatalogInputError,
@@ -70,7 +72,8 @@ from relay_review.settings import (
     resolve_require_zdr,
 )
 from relay_review.state import (
-    CommentStore,
+    Borrowed,
+    Ledger,
     Limits,
     Memory,
     Store,
@@ -79,7 +82,6 @@ from relay_review.state import (
     open_store,
 )
 from relay_review.state.memory import CLOCK_SKEW_S
-from relay_review.state.routes import route_horizon
 
 EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
 
@@ -189,7 +191,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             report,
             secrets,
             budget,
-            state_line=store.line(),
+            state_line=store.line,
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
@@ -241,18 +243,35 @@ def describe_run(
 class KeptStore:
     """The run's store, keeping the record it loaded and the last one saved: publishing adds
     the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
-    record the review saved, and saves once more. Anything else goes to the store itself."""
+    record the review saved, and saves once more. The rest of :class:`Store` is the store's."""
 
     def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:
         self.inner = inner
         self.scope = scope  # the pull request's findings: read with what the review needs
         self.secrets = list(secrets)  # what the lifecycle's save is scrubbed of, like the review's
-        self.kind = inner.kind
         self.loaded = Memory()
         self.saved: Memory | None = None
 
-    def __getattr__(self, name: str) -> Any:  # e.g. the Redis store's shared ledger
-        return getattr(self.inner, name)
+    @property
+    def kind(self) -> str:
+        return self.inner.kind
+
+    @property
+    def keeps(self) -> bool:
+        return self.inner.keeps
+
+    @property
+    def ledger(self) -> Ledger | None:  # e.g. the Redis store's shared ledger
+        return self.inner.ledger
+
+    @property
+    def line(self) -> str | None:
+        """The ``comment`` store's payload line (``None`` for the other stores)."""
+        return self.inner.line
+
+    @property
+    def borrowed(self) -> Borrowed | None:
+        return self.inner.borrowed
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         if self.scope:
@@ -270,15 +289,11 @@ class KeptStore:
         base = self.saved if self.saved is not None else self.loaded
         return base.model_copy(update={"findings": dict(self.loaded.findings)})
 
-    def line(self) -> str | None:
-        """The ``comment`` store's payload line (``None`` for the other stores)."""
-        return self.inner.line if isinstance(self.inner, CommentStore) else None
-
     def save_line(self, memory: Memory) -> str | None:
         """Save ``memory`` (a store that keeps nothing keeps nothing); the payload line."""
-        if self.kind != "none":
+        if self.keeps:
             self.save(scrub(memory, self.secrets))
-        return self.line()
+        return self.line
 
 
 def state_store(
@@ -293,7 +308,7 @@ def state_store(
     ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
     author), when the review asks for it, and the route memory of the newest sticky comment
     (marker and author again) of the repository's other pull requests updated within
-    ``memory``'s route horizon (:func:`~relay_review.state.routes.route_horizon`): one
+    ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one
     listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
         return open_store(inputs.state, timeout=timeout)

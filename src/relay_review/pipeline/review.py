@@ -31,26 +31,28 @@ from relay_review.models import (
     Verdict,
 )
 from relay_review.pipeline.memory import RunMemory
+from relay_review.pipeline.review_cache import (
+    chunk_key,
+    chunk_memo,
+    reuse,
+    scope_key,
+    unit_key,
+    unit_memo,
+)
 from relay_review.pipeline.routes import (
     published_health,
     quota_report,
     requests_sent,
     session_for,
 )
-from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
-from relay_review.review.chunks import (
-    DEFAULT_EXCLUDES,
-    MIN_CHUNK_TOKENS,
-    Chunk,
-    ChunkPlan,
-    HeadFiles,
-    plan_chunks,
-    unit_text,
-)
+from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
+from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, ChunkPlan, plan_chunks, unit_text
+from relay_review.review.context import HeadFiles
 from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex, Side
 from relay_review.review.fingerprint import finding_fingerprint
 from relay_review.review.noise import unique
+from relay_review.review.paths import DEFAULT_EXCLUDES
 from relay_review.review.prompt import (
     RESPONSE_FORMS,
     Instructions,
@@ -82,14 +84,6 @@ from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
-from relay_review.state.chunks import (
-    chunk_key,
-    chunk_memo,
-    reuse,
-    scope_key,
-    unit_key,
-    unit_memo,
-)
 from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")
@@ -636,7 +630,7 @@ async def review(
     reused: dict[str, ReusedUnit] = {}
     if reuse_reviews:
         reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)
-    elif memory.store.kind != "none":
+    elif memory.store.keeps:
         memory.not_reused = "asked again: every file goes to a model"
         log.info("review: asked again, every file goes to a model (no cached verdict)")
     else:
@@ -776,7 +770,7 @@ def reused_files(
             why.setdefault("the route that reviewed it is no longer selected", []).append(path)
             continue
         found[path] = ReusedUnit(unit.memo, unit.findings, entry, unit.ranks)
-    if memory.store.kind == "none":
+    if not memory.store.keeps:
         return found, "memory is off"
     if found:
         log.info("review: %d of %d files unchanged since an earlier run", len(found), len(units))

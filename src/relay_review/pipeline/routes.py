@@ -15,7 +15,7 @@ from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import rank_by_uptime
-from relay_review.routing.session import RoutingSession
+from relay_review.routing.session import RoutingSession, warm_tls_context
 from relay_review.settings import Policy
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
@@ -82,6 +82,7 @@ def session_for(
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
     ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
+    warm_tls_context()
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,
@@ -102,7 +103,7 @@ def account_budgets(
     under the account's identity (kind, base URL, key fingerprint), never its name."""
     limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
     return AccountBudgets(
-        getattr(store, "ledger", None),
+        store.ledger if store is not None else None,
         limits,
         identities,
         timeout=policy.state.timeout_s,

@@ -27,8 +27,6 @@ from pydantic import (
     model_validator,
 )
 
-from relay_review.settings import MemoryPolicy
-
 #: The record's version: a store written by another version is ignored (never migrated).
 VERSION: Literal[2] = 2
 #: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
@@ -39,6 +37,9 @@ MAX_DEPTH = 16
 CLOCK_SKEW_S = 300.0
 #: No stored time is after this (year 5138): keeps every time finite and every TTL an int.
 MAX_TIME = 1e11
+#: The longest first byte (seconds) a route memo may hold (:attr:`RouteMemo.first_byte_s`):
+#: a longer one measured is stored as this; a record holding more is not one we wrote.
+MAX_FIRST_BYTE_S = 600.0
 #: The longest a memory key (a route id, an account name, a content hash) may be.
 MAX_KEY_CHARS = 512
 
@@ -50,19 +51,13 @@ _Time = Field(ge=0, le=MAX_TIME)
 class Limits:
     """What a stored entry's times may be when read at ``now``: its ``at`` no later than ``now``
     plus the clock skew, its ``until`` no later than ``now`` plus ``horizon`` (the policy's
-    longest ``[memory]`` time) plus the skew."""
+    longest ``[memory]`` time, :func:`relay_review.pipeline.memory.limits`) plus the skew."""
 
     now: float
     horizon: float
     skew: float = CLOCK_SKEW_S
     #: the longest a finding's state across pushes may count (``[memory] findings``)
     findings: float = 0.0
-
-    @classmethod
-    def of(cls, policy: MemoryPolicy | None, now: float) -> Limits:
-        """The limits for ``policy`` (the default policy when None) at ``now``."""
-        policy = policy or MemoryPolicy()
-        return cls(now=now, horizon=horizon(policy), findings=policy.findings)
 
     def problem(self, at: float, until: float, longest: float | None = None) -> str | None:
         """Why an entry with these times cannot be true now (None: they can); ``longest``: its
@@ -76,14 +71,8 @@ class Limits:
         return None
 
 
-def horizon(policy: MemoryPolicy) -> float:
-    """The longest a route, account or chunk memo may count: the largest ``[memory]`` time of
-    ``policy`` but ``findings`` (a finding's state across pushes, bounded on its own)."""
-    return max(float(v) for k, v in policy.model_dump().items() if k != "findings")
-
-
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _Timed(_Record):
@@ -108,11 +97,14 @@ class _Timed(_Record):
 
 class RouteMemo(_Timed):
     """One route's (or account's) last outcome: ``proven`` served, ``dead`` will not serve,
-    ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles)."""
+    ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles).
+    ``first_byte_s``: a proven route's first byte when it served (the hedge delay derives from
+    it: :func:`relay_review.routing.board.hedge_delay`), finite, 0 to ``MAX_FIRST_BYTE_S``."""
 
     state: RouteState
     outcome: str = Field(max_length=40)
     strikes: int = Field(0, ge=0, le=32)
+    first_byte_s: float | None = Field(None, ge=0, le=MAX_FIRST_BYTE_S)
 
 
 class ReusedFinding(_Record):
@@ -147,12 +139,12 @@ class ChunkMemo(_Timed):
     """A review kept for reuse: when, at which head, by which route (``{account identity}/
     {model}``, see :mod:`relay_review.pipeline.memory`).
 
-    Two kinds, both under a content hash (:mod:`relay_review.state.chunks`): a **file unit**
-    (``group`` set: ``paths`` is the one file, ``findings`` its verified findings, ``scope`` a
-    hash of the review's settings, ``group`` the key of the chunk review it came from), and a
-    **chunk review** (``group`` empty: ``paths`` every file of the chunk, ``summary`` the
-    model's summary, ``part`` of ``parts``), which the file units of that chunk share, so a
-    summary is kept once, not once per file."""
+    Two kinds, both under a content hash (:mod:`relay_review.pipeline.review_cache`):
+    a **file unit** (``group`` set: ``paths`` is the one file, ``findings`` its verified
+    findings, ``scope`` a hash of the review's settings, ``group`` the key of the chunk review
+    it came from), and a **chunk review** (``group`` empty: ``paths`` every file of the chunk,
+    ``summary`` the model's summary, ``part`` of ``parts``), which the file units of that chunk
+    share, so a summary is kept once, not once per file."""
 
     head: str = Field("", max_length=64)
     route: str = Field("", max_length=300)
