@@ -43,11 +43,11 @@ from relay_review.errors import UsageError
 from relay_review.github import actions
 from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
 from relay_review.github.log import Secrets, log_to_stdout
-from relay_review.github.publish import set_skip_outputs
 from relay_review.models import Decision
 from relay_review.pipeline import action
 from relay_review.pipeline.action import EXIT_CONFIG, EXIT_FAILED, Stop
 from relay_review.pipeline.policy import inline_key_envs
+from relay_review.pipeline.publish import set_skip_outputs
 
 #: Statuses of a policy-ref failure that mean "the configuration is wrong" (exit 2), not "GitHub
 #: failed" (exit 1). ``None`` = refused by relay-review (ancestry, not a file, not UTF-8).

@@ -42,10 +42,10 @@ from relay_review.github.event import (
 from relay_review.github.log import Secrets, say
 from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
 from relay_review.github.pr import head_files, list_files
-from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
 from relay_review.models import Catalog, Decision, NotPosted, RunReport
 from relay_review.pipeline.memory import scrub
 from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
+from relay_review.pipeline.publish import Lifecycle, Published, finish, publish, skipped
 from relay_review.pipeline.review import review
 from relay_review.pipeline.routes import published_health, quota_report
 from relay_review.providers.discovery import DiscoveryResult, discover
@@ -240,7 +240,7 @@ def describe_run(
 
 class KeptStore:
     """The run's store, keeping the record it loaded and the last one saved: publishing adds
-    the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
+    the findings' states across pushes (:class:`~relay_review.pipeline.publish.Lifecycle`) to the
     record the review saved, and saves once more. Anything else goes to the store itself."""
 
     def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:

@@ -75,9 +75,10 @@ class Published:
 
 @dataclass
 class Lifecycle:
-    """What publishing needs to carry findings across pushes (see :mod:`.threads`): the diff
-    (are a thread's cited lines still there?), the memory record as the review left it, and
-    how to keep it (``save`` returns the sticky comment's state line for the ``comment`` store)."""
+    """What publishing needs to carry findings across pushes (see
+    :mod:`relay_review.github.threads`): the diff (are a thread's cited lines still there?), the
+    memory record as the review left it, and how to keep it (``save`` returns the sticky
+    comment's state line for the ``comment`` store)."""
 
     index: DiffIndex
     memory: Memory
