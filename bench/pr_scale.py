@@ -27,10 +27,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
-from relay_review import pipeline
 from relay_review.drill.review import drill_reply
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.github.comment import MARKER, MAX_BODY_CHARS
+from relay_review.pipeline.review import review as run_review
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
@@ -117,7 +117,7 @@ async def review_big_pr(files: list[dict], deadline: float) -> dict[str, Any]:
     async with fleet_for(scenario, reply=drill_reply) as fleet:
         catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
         index = DiffIndex.from_api_files(files)
-        report = await pipeline.review(
+        report = await run_review(
             index, catalog, policy, drill_environ(scenario), title="Scale", body="A huge PR."
         )
     comment = comment_markdown(report, marker=MARKER, limit=MAX_BODY_CHARS)

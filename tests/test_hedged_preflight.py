@@ -152,10 +152,41 @@ def test_eager_mode_probes_before_serving(tmp_path: Path) -> None:
 
 
 def test_preflight_mode_and_hedge_delay_are_validated() -> None:
-    assert (PreflightPolicy().mode, PreflightPolicy().hedge_delay) == ("hedged", 0.5)
-    policy = parse_policy('[preflight]\nmode = "eager"\nhedge_delay = 2\n')
-    assert (policy.preflight.mode, policy.preflight.hedge_delay) == ("eager", 2.0)
+    assert (PreflightPolicy().mode, PreflightPolicy().hedge_delay_max) == ("hedged", 0.5)
+    policy = parse_policy('[preflight]\nmode = "eager"\nhedge_delay_max = 2\n')
+    assert (policy.preflight.mode, policy.preflight.hedge_delay_max) == ("eager", 2.0)
     with pytest.raises(UsageError, match=r"preflight\.mode"):
         parse_policy('[preflight]\nmode = "lazy"\n')
-    with pytest.raises(UsageError, match=r"preflight\.hedge_delay"):
-        parse_policy("[preflight]\nhedge_delay = 0\n")
+    with pytest.raises(UsageError, match=r"preflight\.hedge_delay_max"):
+        parse_policy("[preflight]\nhedge_delay_max = 0\n")
+
+
+def test_a_route_remembered_at_50_ms_is_hedged_after_3_times_that_not_the_bound(
+    tmp_path: Path,
+) -> None:
+    # the best route serves the first run with its first byte after 50 ms, then stalls
+    scenario = mix(LAST)
+    accounts = {name: dict(models) for name, models in scenario.accounts.items()}
+    accounts[FIRST[0]][FIRST[1]] = "healthy@0.05>stall"
+    scenario = Scenario("remembered", "best route fast, then stalled", accounts, HEALTHY)
+    policy = "[preflight]\nhedge_delay_max = 3\n"  # the bound: far from 3 x 50 ms
+    os.environ[PORT_ENV] = free_port()  # memory knows an account by its base URL
+    try:
+        with fleet_for(scenario) as fleet:
+            state = ["--state", str(tmp_path / "state.json")]
+            first, _ = chat(fleet, scenario, tmp_path, *state, policy=policy)
+            routes = json.loads((tmp_path / "state.json").read_text())["routes"]
+            report, sent = chat(fleet, scenario, tmp_path, *state, policy=policy)
+    finally:
+        del os.environ[PORT_ENV]
+    assert first["served_by"]["agent_id"] == "/".join(FIRST)
+    (memo,) = [m for k, m in routes.items() if k.endswith("/" + FIRST[1])]
+    assert memo["state"] == "proven" and 0.05 <= memo["first_byte_s"] < 0.45
+    assert report["served_by"]["agent_id"] != "/".join(FIRST)  # it stalled: taken over
+    lead = sent[0]
+    assert route(lead) == "/".join(FIRST) and lead.max_tokens != PROBE_TOKENS
+    probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
+    assert probes, "the stalled lead was never hedged"
+    gap = min(r.at for r in probes) - lead.at
+    # 3 x the remembered first byte (at least 0.1 s), well under the 3 s bound, loosely
+    assert 0.1 <= gap < min(3 * memo["first_byte_s"] + 1.0, 2.5), gap

@@ -20,10 +20,10 @@ import httpx
 import pytest
 import vcr
 
-from relay_review import pipeline
 from relay_review.drill.review import sample_diff
 from relay_review.models import Account, Deadlines, OutcomeKind
 from relay_review.pipeline.review import context_limit
+from relay_review.pipeline.review import review as run_review
 from relay_review.providers.chat import chat_call, refuses_response_format
 from relay_review.providers.discovery import discover
 from relay_review.review.diff import DiffIndex
@@ -99,9 +99,7 @@ def policy() -> Policy:
 async def test_no_recorded_real_reply_approves_and_every_kept_finding_verifies(name: str) -> None:
     # the repair round gets the same recorded answer
     with replay.use_cassette(f"llama/{name}.yaml", allow_playback_repeats=True):
-        report = (
-            await pipeline.review(INDEX, catalog(), policy(), {"LOCAL_KEY": "k" * 24})
-        ).to_json()
+        report = (await run_review(INDEX, catalog(), policy(), {"LOCAL_KEY": "k" * 24})).to_json()
     assert report["decision"] != "approve", report["attempts"]
     for f in report["findings"]:
         assert INDEX.line(f["path"], f["line"], f["side"]) is not None
@@ -165,9 +163,7 @@ async def test_a_real_llama_cpp_python_review_steps_down_once_and_never_approves
     # every request the recorded review sent, in order: no repeats, so a missing one fails
     with replay.use_cassette("llama_cpp_python/review_step_down.yaml") as tape:
         report = (
-            await pipeline.review(
-                INDEX, catalog(LLAMA_CPP_PYTHON), policy(), {"LOCAL_KEY": "k" * 24}
-            )
+            await run_review(INDEX, catalog(LLAMA_CPP_PYTHON), policy(), {"LOCAL_KEY": "k" * 24})
         ).to_json()
         assert tape.all_played
     forms = [json.loads(r.body)["response_format"]["type"] for r in tape.requests]

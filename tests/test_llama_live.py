@@ -23,9 +23,9 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import llama_server
 
-from relay_review import pipeline
 from relay_review.drill.review import sample_diff
 from relay_review.models import Account
+from relay_review.pipeline.review import review as run_review
 from relay_review.providers.discovery import discover
 from relay_review.review.diff import DiffIndex
 from relay_review.review.verdict import citation_problem, has_word, loops
@@ -102,7 +102,7 @@ async def test_one_real_review_keeps_the_invariants(tmp_path: Path) -> None:
             ),
             review=ReviewPolicy(max_output_tokens=384, concurrency=1),
         )
-        report = (await pipeline.review(INDEX, catalog, policy, environ)).to_json()
+        report = (await run_review(INDEX, catalog, policy, environ)).to_json()
     finally:
         llama_server.stop(pid)
     elapsed = time.monotonic() - started

@@ -14,10 +14,10 @@ from collections.abc import Callable
 import httpx
 import pytest
 
-from relay_review import pipeline
 from relay_review.drill.review import sample_diff
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.models import Deadlines, Outcome, OutcomeKind
+from relay_review.pipeline.review import review as run_review
 from relay_review.render import comment_markdown
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
@@ -109,7 +109,7 @@ async def review_with(replies: dict[str, Callable[[dict], str]], pol: Policy) ->
     scenario = Scenario("t", "test", models, healthy=None)
     async with fleet_for(scenario, reply=reply) as fleet:
         catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        report = await pipeline.review(INDEX, catalog, pol, drill_environ(scenario))
+        report = await run_review(INDEX, catalog, pol, drill_environ(scenario))
     return report.to_json()
 
 
@@ -274,7 +274,7 @@ LLAMA_CPP_PYTHON_500 = Outcome(
 
 
 async def run(chat: Scripted, pol: Policy, catalog=None) -> dict:
-    report = await pipeline.review(
+    report = await run_review(
         INDEX, catalog or catalog_one(), pol, {"LOCAL_KEY": "k" * 24}, chat_fn=chat
     )
     return report.to_json()

@@ -9,7 +9,6 @@ import sys
 
 import pytest
 
-from relay_review import pipeline
 from relay_review.drill.review import (
     REVIEW_DRILL_CHUNK_TOKENS,
     drill_reply,
@@ -17,6 +16,7 @@ from relay_review.drill.review import (
     sample_diff,
 )
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.pipeline.review import review as run_review
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
@@ -40,7 +40,7 @@ async def review_with(
     scenario = Scenario("t", "test", models, healthy=None)
     async with fleet_for(scenario, reply=drill_reply) as fleet:
         catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        report = await pipeline.review(index, catalog, pol, drill_environ(scenario), **kw)
+        report = await run_review(index, catalog, pol, drill_environ(scenario), **kw)
     return report.to_json()
 
 
@@ -270,9 +270,7 @@ async def test_response_format_sent_only_to_routes_that_declare_it():
             if route["account"] == "a":
                 route["response_format"] = "json_schema"
         catalog = build_catalog(parse_discovery(discovery))
-        report = (
-            await pipeline.review(INDEX, catalog, policy(), drill_environ(scenario))
-        ).to_json()
+        report = (await run_review(INDEX, catalog, policy(), drill_environ(scenario))).to_json()
         served = [r for r in fleet.chat_requests() if r.max_tokens != 16]
         probes = [r for r in fleet.chat_requests() if r.max_tokens == 16]
     assert report["decision"] == "request_changes"

@@ -81,6 +81,11 @@ BAD_ENTRIES: list[tuple[str, str]] = [
     ("unknown state", json.dumps({**GOOD, "state": "zombie"})),
     ("an extra field", json.dumps({**GOOD, "evil": 1})),
     ("oversized outcome", json.dumps({**GOOD, "outcome": "x" * 5000})),
+    # the first byte the hedge delay derives from (issue 25): finite, 0 to MAX_FIRST_BYTE_S
+    ("first byte 1e9 s", json.dumps({**GOOD, "first_byte_s": 1e9})),
+    ("negative first byte", json.dumps({**GOOD, "first_byte_s": -1.0})),
+    ("first byte NaN", json.dumps({**GOOD, "first_byte_s": "X"}).replace('"X"', "NaN")),
+    ("first byte as a string", json.dumps({**GOOD, "first_byte_s": "0.05"})),
 ]
 
 

@@ -72,7 +72,7 @@ _TRIGGER = re.compile(r"^/[A-Za-z0-9][A-Za-z0-9_.-]{0,48}$")
 class ActionInputs(BaseModel):
     """Every input of ``action.yml``, validated; ``None`` = not given (the policy decides)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     github_token: SecretStr
     policy: str | None = None

@@ -38,7 +38,7 @@ class Account(BaseModel):
     *values* are never held here, only the name of the variable that holds the key.
     """
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     name: str
     kind: KindName
@@ -57,7 +57,7 @@ def has_key(account: Account, environ: Mapping[str, str]) -> bool:
 class Deadlines(BaseModel):
     """Named bounds (seconds) for one chat call. Every wait in a call is bounded by one of these."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     connect: float = Field(5.0, gt=0, description="TCP/TLS connect")
     first_byte: float = Field(20.0, gt=0, description="call start -> headers and first body byte")
@@ -103,7 +103,7 @@ class Phase(StrEnum):
 class Outcome(BaseModel):
     """The typed result of one chat call (never raised, always returned)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     kind: OutcomeKind
     http_status: int | None = None
@@ -157,7 +157,7 @@ class Cost(StrEnum):
 class Route(BaseModel):
     """One (account, model) pair from a discovery report, validated and with defaults filled in."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     index: int = Field(description="position in the discovery report (for error messages)")
     account: str
@@ -178,7 +178,7 @@ class Route(BaseModel):
 class CatalogEntry(BaseModel):
     """A selected route with its tier facts and its unique priority (higher is tried first)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(defer_build=True, frozen=True)
 
     route: Route
     cost: Cost
@@ -212,6 +212,8 @@ class CatalogEntry(BaseModel):
 class CatalogReport(BaseModel):
     """Counts that explain a selection."""
 
+    model_config = ConfigDict(defer_build=True)
+
     total_routes: int
     free_routes: int
     priced_routes: int
@@ -224,6 +226,8 @@ class CatalogReport(BaseModel):
 
 class Catalog(BaseModel):
     """The bounded, ranked list of routes a run may use, and how it was chosen."""
+
+    model_config = ConfigDict(defer_build=True)
 
     selected: list[CatalogEntry]
     report: CatalogReport
@@ -249,6 +253,8 @@ class Readiness(StrEnum):
 class Probe(BaseModel):
     """Preflight's record for one catalog route (also for routes never probed)."""
 
+    model_config = ConfigDict(defer_build=True)
+
     agent_id: str
     account: str
     model: str
@@ -266,6 +272,8 @@ class Probe(BaseModel):
 class Attempt(BaseModel):
     """One real (serving) request: which route, how far it got, how it ended, how long it took."""
 
+    model_config = ConfigDict(defer_build=True)
+
     agent_id: str
     account: str
     model: str
@@ -282,6 +290,8 @@ class Attempt(BaseModel):
 
 class ServedBy(BaseModel):
     """The route whose reply was used — and nothing else."""
+
+    model_config = ConfigDict(defer_build=True)
 
     agent_id: str
     account: str
@@ -351,7 +361,7 @@ class _Row(BaseModel):
     """A report row: typed where the code reads it, other keys kept as they came (a report read
     back from JSON renders the same as the one that was written)."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
 
 class ReportFinding(_Row):
@@ -510,6 +520,8 @@ class Verdict(BaseModel):
     """What the review concluded: the decision (computed, never the model's), the texts, and the
     findings that did and did not verify."""
 
+    model_config = ConfigDict(defer_build=True)
+
     decision: Decision = Decision.UNAVAILABLE
     summary: str = ""
     findings: list[ReportFinding] = Field(default_factory=list)
@@ -542,7 +554,7 @@ ACTION_KEYS = (
 class RunReport(BaseModel):
     """Everything a run found out, typed; :meth:`to_json` is the documented JSON report."""
 
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(defer_build=True, extra="allow")
 
     verdict: Verdict = Field(default_factory=Verdict)
     files: list[FileReport] = Field(default_factory=list)

@@ -77,7 +77,7 @@ _SECONDS = {"gt": 0, "allow_inf_nan": False}
 class _Section(BaseModel):
     """Base of every policy table: strict types, unknown keys rejected, immutable."""
 
-    model_config = ConfigDict(strict=True, extra="forbid", frozen=True)
+    model_config = ConfigDict(defer_build=True, strict=True, extra="forbid", frozen=True)
 
 
 class CatalogPolicy(_Section):
@@ -137,14 +137,17 @@ class PreflightPolicy(_Section):
     """``[preflight]``: how many routes are probed before serving, and how long a probe may take.
 
     ``mode``: ``hedged`` (the real request goes first to the best-ranked route, its own probe;
-    the other routes are probed only when it has not produced a first byte within
-    ``hedge_delay``) or ``eager`` (up to ``probe_budget`` routes probed before anything serves).
+    the other routes are probed only when it has not produced a first byte within the hedge
+    delay) or ``eager`` (up to ``probe_budget`` routes probed before anything serves). The hedge
+    delay is 3 x the first byte route memory remembers of the route (at least 0.25 s), never more
+    than ``hedge_delay_max``, which is also the delay when memory knows none
+    (:func:`relay_review.routing.board.hedge_delay`).
     """
 
     probe_budget: int = _opt(6, "a whole number >= 0", ge=0)
     probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
     mode: Literal["hedged", "eager"] = _opt("hedged", '"hedged" or "eager"')
-    hedge_delay: float = _opt(0.5, "a number of seconds > 0", **_SECONDS)
+    hedge_delay_max: float = _opt(0.5, "a number of seconds > 0", **_SECONDS)
 
 
 #: ``serving.first_token`` when unset (it is then also at most ``serving.attempt``).

@@ -20,7 +20,7 @@ from relay_review.commands.common import (
     store_from_args,
 )
 from relay_review.errors import UsageError
-from relay_review.render import attempt_timeline, readiness_table
+from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,6 +40,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    warm_tls_context()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     if args.message_file:
@@ -55,6 +56,9 @@ def run(args: argparse.Namespace) -> int:
     if args.format == "json":
         print(json.dumps(report, indent=2))
     else:
+        # loaded after the reply: the renderer is no part of the path to the first request
+        from relay_review.render import attempt_timeline, readiness_table
+
         print(
             readiness_table(
                 report["catalog"]["selected"],

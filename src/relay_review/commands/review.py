@@ -22,8 +22,10 @@ from relay_review.commands.common import (
 )
 from relay_review.errors import UsageError
 from relay_review.models import Decision
+from relay_review.pipeline.review import review_with_health
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex, DiffParseError
+from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -51,6 +53,7 @@ def _read(path: str, what: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
+    warm_tls_context()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     try:
@@ -64,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
     )
     title = scrub_text(args.title) if args.title else None  # argv may hold undecodable bytes
     report = pipeline.run_sync(
-        pipeline.review_with_health(
+        review_with_health(
             index,
             catalog,
             policy,

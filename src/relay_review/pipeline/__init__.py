@@ -15,10 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from relay_review.pipeline.review import review, review_with_health
 from relay_review.pipeline.routes import chat, preflight
 
-__all__ = ["chat", "preflight", "review", "review_with_health", "run_sync"]
+# ``review`` (the review flow) is not imported here: ``chat`` and ``preflight`` must not load the
+# review stages (prompt, verdict, diff parsing) before their first request; import it from
+# :mod:`.review`.
+__all__ = ["chat", "preflight", "run_sync"]
 
 
 def run_sync(coro: Any) -> Any:

@@ -31,7 +31,7 @@ from relay_review.routing.catalog import (
     parse_zdr_feed,
     rank_by_uptime,
 )
-from relay_review.routing.session import RoutingSession
+from relay_review.routing.session import RoutingSession, warm_tls_context
 from relay_review.settings import Account, Policy, key_conventions
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
@@ -101,6 +101,7 @@ def session_for(
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
     ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
+    warm_tls_context()
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,

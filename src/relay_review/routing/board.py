@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -196,6 +197,26 @@ def api_key_for(entry: CatalogEntry, environ: Mapping[str, str]) -> str | None:
     return (environ.get(entry.route.api_key_env) or "").strip() or None
 
 
+#: Hedged preflight with a remembered first byte: probes wait this many times the first byte
+#: the route served with in a past run (its usual answer, with room for a slower moment) ...
+HEDGE_FACTOR = 3.0
+#: ... but at least this long (seconds: a route remembered at 20 ms is not hedged at 60 ms, one
+#: a little slower this time would cost the run its probes) and
+#: at most ``[preflight] hedge_delay_max``.
+HEDGE_FLOOR_S = 0.25
+
+
+def hedge_delay(remembered_first_byte: float | None, bound: float) -> float:
+    """How long a route served first may go without a first byte before the other routes are
+    probed: ``HEDGE_FACTOR`` x the first byte memory remembers of it, at least
+    ``HEDGE_FLOOR_S``, never more than ``bound`` (``[preflight] hedge_delay_max``, also the
+    delay when nothing usable is remembered: none, not finite, negative)."""
+    r = remembered_first_byte
+    if r is None or not math.isfinite(r) or r < 0:
+        return bound
+    return min(bound, max(HEDGE_FLOOR_S, HEDGE_FACTOR * r))
+
+
 class RouteBoard:
     """Every catalog route's state this run, in catalog (= priority) order, with a change signal.
 
@@ -235,6 +256,8 @@ class RouteBoard:
         self.sending: dict[str, float] = {}
         #: Routes whose real request produced its first byte this run (they answer).
         self.first_bytes: set[str] = set()
+        #: route -> the first byte (seconds) it served with in a past run (:meth:`recall`)
+        self.remembered_first_byte: dict[str, float] = {}
         #: serving request (ticket, in arrival order) -> whether it is looking for a route
         #: (False while it has a request out): older ones pick first (see :meth:`enter`)
         self.looking: dict[int, bool] = {}
@@ -282,9 +305,11 @@ class RouteBoard:
 
     def confirmed(self, agent_id: str) -> bool:
         """Known to answer this run or before: it served (or a past run proved it), its probe
-        said ready, or its real request produced a first byte."""
+        said ready, or its real request produced a first byte. A route a past run proved with
+        a remembered first byte (hedged preflight) is not confirmed until it answers this run:
+        its request is hedged like the lead's (:func:`hedge_delay`)."""
         return (
-            agent_id in self.proven
+            (agent_id in self.proven and agent_id not in self.remembered_first_byte)
             or agent_id in self.first_bytes
             or self.status(agent_id) is Readiness.READY
         )
@@ -338,10 +363,22 @@ class RouteBoard:
         """Keep the route's latest outcome (a probe's or an attempt's) for memory."""
         self.outcomes[agent_id] = outcome
 
-    def recall(self, agent_id: str, *, usable: bool, status: Readiness, detail: str) -> None:
-        """What a past run says of a route: ``usable`` ones are served first without a probe;
-        the others (dead or cooling) are out for this run and get no request at all."""
+    def recall(
+        self,
+        agent_id: str,
+        *,
+        usable: bool,
+        status: Readiness,
+        detail: str,
+        first_byte_s: float | None = None,
+    ) -> None:
+        """What a past run says of a route: ``usable`` ones are served first without a probe
+        (``first_byte_s``: the first byte it served with, which shortens the hedge delay: see
+        :func:`hedge_delay`); the others (dead or cooling) are out for this run and get no
+        request at all."""
         self.set(agent_id, status=status, detail=detail)
+        if usable and first_byte_s is not None:
+            self.remembered_first_byte[agent_id] = first_byte_s
         if usable:
             self.proven.add(agent_id)
             self.recalled_proven.add(agent_id)
@@ -398,9 +435,10 @@ class RouteBoard:
         """How long probes should still hold back for a route served first (None: not at all).
 
         A first-up route holds them back while it is in play (not out, not held by its
-        budget) and, with a hedge ``delay``, until its unprobed request has gone ``delay``
-        seconds without a first byte (forever once the first byte came). ``delay`` None
-        (eager preflight, a remembered route): while it is in play.
+        budget) and, with a hedge ``delay`` (the bound, ``[preflight] hedge_delay_max``), until
+        its unprobed request has gone :func:`hedge_delay` seconds without a first byte
+        (``delay``, or less when memory knows the route's first byte; forever once the first
+        byte came). ``delay`` None (eager preflight, a remembered route): while it is in play.
         """
         waits: list[float] = []
         for a in self.first_up:
@@ -409,8 +447,10 @@ class RouteBoard:
             sent_at = self.sending.get(a)
             if delay is None or a in self.first_bytes or sent_at is None:
                 waits.append(float("inf"))
-            elif sent_at + delay > now:
-                waits.append(sent_at + delay - now)
+            else:
+                due = sent_at + hedge_delay(self.remembered_first_byte.get(a), delay)
+                if due > now:
+                    waits.append(due - now)
         return min(waits) if waits else None
 
     def unsettled(self) -> list[CatalogEntry]:

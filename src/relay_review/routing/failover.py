@@ -302,6 +302,7 @@ async def _serve(
             if probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail:
                 board.set(entry.agent_id, detail="served without a probe")
             board.proven.add(entry.agent_id)
+            board.first_byte(entry.agent_id)  # it answered (a scripted chat is told nothing)
             result.reply = outcome.content
             result.value = value
             result.served_by = ServedBy(

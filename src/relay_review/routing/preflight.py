@@ -7,7 +7,9 @@ at most :data:`PROBE_MAX_TOKENS` output tokens under a short bound. Routes beyon
 Hedged preflight (the default, ``[preflight] mode = "hedged"``): serving sends the real request
 first to the best-ranked route (:meth:`RouteBoard.lead_with`; or to the routes a past run proved)
 and no probe goes out while that request may still answer: until it fails, or until it has gone
-``hedge_delay`` seconds without a first byte. Then every other route with a key is probed at
+the hedge delay without a first byte (:func:`~.board.hedge_delay`: 3 x the first byte memory
+remembers of the route, at least 0.25 s, at most ``[preflight] hedge_delay_max``, 0.5 s, which is
+also the delay when memory knows none). Then every other route with a key is probed at
 once (one probe each: a route left unprobed would later cost a full-size request unprobed), and
 the first route found ready takes the request over (:func:`~.failover.serve`). On a good day no
 probe is sent at all. Eager preflight (``mode = "eager"``) probes up to ``probe_budget`` routes
@@ -94,8 +96,9 @@ async def run_preflight(
     Each probe is bounded by ``probe_timeout`` (and the run's connect bound and deadline). Only
     routes memory said nothing about are probed; with ``wait_for_recalled``, no probe goes out
     while a route served first (proven by a past run, or the hedged lead) is still in play (its
-    real request is its probe). With a ``hedge_delay`` (hedged preflight), a first-up request
-    that goes that long without a first byte no longer holds the probes back, and every
+    real request is its probe). With a ``hedge_delay`` (hedged preflight: the bound,
+    ``[preflight] hedge_delay_max``), a first-up request that goes its hedge delay
+    (:func:`~.board.hedge_delay`) without a first byte no longer holds the probes back, and every
     unsettled route is probed (``probe_budget`` 0 still means no probes).
     """
     if wait_for_recalled:

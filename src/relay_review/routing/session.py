@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import logging
 import ssl
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -34,12 +34,26 @@ from relay_review.settings import PreflightPolicy, ServingPolicy
 log = logging.getLogger("relay_review.preflight")
 
 
-@functools.cache
+_tls_lock = threading.Lock()
+_tls: list[ssl.SSLContext] = []
+
+
 def tls_context() -> ssl.SSLContext:
     """The process's one TLS context for provider calls: loading the CA bundle costs tens of
     milliseconds, which a run whose first request is its reply (a remembered route) would
-    otherwise pay inside its time to reply, and again for every session."""
-    return httpx.create_ssl_context()
+    otherwise pay inside its time to reply, and again for every session. Made once, by the
+    first caller (:func:`warm_tls_context`'s thread, usually); others wait for it."""
+    with _tls_lock:
+        if not _tls:
+            _tls.append(httpx.create_ssl_context())
+        return _tls[0]
+
+
+def warm_tls_context() -> None:
+    """Start making the TLS context in a thread (OpenSSL reads the CA bundle without the GIL),
+    so it is ready by the time the session opens, instead of delaying the first request."""
+    if not _tls:
+        threading.Thread(target=tls_context, name="tls-context", daemon=True).start()
 
 
 def default_chat() -> ChatFn:
@@ -106,6 +120,8 @@ class RoutingSession:
             budgets=self.budgets,
         )
         hedged = self.preflight.mode == "hedged" and self.wait_for_recalled
+        if not hedged:  # a remembered first byte only shortens a hedge delay
+            self.board.remembered_first_byte.clear()
         if hedged and not self.board.recalled_left():
             lead = next((e for e in self.board.unsettled() if api_key_for(e, self.environ)), None)
             if lead is not None:
@@ -117,7 +133,7 @@ class RoutingSession:
                 probe_budget=self.preflight.probe_budget,
                 probe_timeout=self.preflight.probe_timeout,
                 wait_for_recalled=self.wait_for_recalled,
-                hedge_delay=self.preflight.hedge_delay if hedged else None,
+                hedge_delay=self.preflight.hedge_delay_max if hedged else None,
             )
         )
         return self

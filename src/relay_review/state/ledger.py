@@ -23,8 +23,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Literal, Protocol
 
-from redis.exceptions import NoScriptError
-
 MINUTE_S = 60.0
 DAY_S = 86_400.0
 
@@ -289,6 +287,9 @@ class Script:
         self.loaded = False
 
     async def __call__(self, client: Any, keys: list[str], args: list[Any]) -> Any:
+        # only a Redis client calls a script: a run without Redis never loads redis-py
+        from redis.exceptions import NoScriptError
+
         if self.loaded:
             try:
                 return await client.evalsha(self.sha, len(keys), *keys, *args)

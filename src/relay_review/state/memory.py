@@ -39,6 +39,9 @@ MAX_DEPTH = 16
 CLOCK_SKEW_S = 300.0
 #: No stored time is after this (year 5138): keeps every time finite and every TTL an int.
 MAX_TIME = 1e11
+#: The longest first byte (seconds) a route memo may hold (:attr:`RouteMemo.first_byte_s`):
+#: a longer one measured is stored as this; a record holding more is not one we wrote.
+MAX_FIRST_BYTE_S = 600.0
 #: The longest a memory key (a route id, an account name, a content hash) may be.
 MAX_KEY_CHARS = 512
 
@@ -83,7 +86,7 @@ def horizon(policy: MemoryPolicy) -> float:
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(defer_build=True, extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class _Timed(_Record):
@@ -108,11 +111,14 @@ class _Timed(_Record):
 
 class RouteMemo(_Timed):
     """One route's (or account's) last outcome: ``proven`` served, ``dead`` will not serve,
-    ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles)."""
+    ``cooling`` may serve after ``until``. ``strikes``: timeouts in a row (the cooldown doubles).
+    ``first_byte_s``: a proven route's first byte when it served (the hedge delay derives from
+    it: :func:`relay_review.routing.board.hedge_delay`), finite, 0 to ``MAX_FIRST_BYTE_S``."""
 
     state: RouteState
     outcome: str = Field(max_length=40)
     strikes: int = Field(0, ge=0, le=32)
+    first_byte_s: float | None = Field(None, ge=0, le=MAX_FIRST_BYTE_S)
 
 
 class ReusedFinding(_Record):

@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from relay_review.models import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
 from relay_review.settings import MemoryPolicy
-from relay_review.state.memory import Memory, RouteMemo, horizon
+from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo, horizon
 
 #: Outcomes that mean the route will not serve (until its memo runs out).
 DEAD = frozenset({OutcomeKind.NOT_FOUND, OutcomeKind.BAD_REQUEST})
@@ -110,7 +110,13 @@ def recall(
             "dead": Readiness.REJECTED,
             "cooling": Readiness.DEFERRED,
         }[memo.state]
-        board.recall(e.agent_id, usable=memo.state == "proven", status=status, detail=detail)
+        board.recall(
+            e.agent_id,
+            usable=memo.state == "proven",
+            status=status,
+            detail=detail,
+            first_byte_s=memo.first_byte_s,
+        )
         setattr(counts, memo.state, getattr(counts, memo.state) + 1)
     return counts
 
@@ -131,6 +137,15 @@ def route_horizon(policy: MemoryPolicy) -> float:
     )
 
 
+def first_byte_of(outcome: Outcome) -> float | None:
+    """The first byte (seconds) of a served ``outcome`` as a memo keeps it: finite, at least 0,
+    at most ``MAX_FIRST_BYTE_S`` (None when the call measured none)."""
+    s = outcome.first_byte_s
+    if s is None or not math.isfinite(s):
+        return None
+    return min(max(s, 0.0), MAX_FIRST_BYTE_S)
+
+
 def classify(
     outcome: Outcome,
     *,
@@ -142,7 +157,13 @@ def classify(
     """A route's memo from its last outcome this run (None: nothing worth remembering)."""
     kind = outcome.kind
     if served:
-        return RouteMemo(state="proven", outcome="ok", at=now, until=now + policy.proven)
+        return RouteMemo(
+            state="proven",
+            outcome="ok",
+            at=now,
+            until=now + policy.proven,
+            first_byte_s=first_byte_of(outcome),
+        )
     if outcome.content_refusal:
         return None  # about this run's input, not the route
     if kind in DEAD or kind in ACCOUNT_WIDE:
@@ -182,8 +203,13 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
                     state="dead", outcome=outcome.kind.value, at=now, until=now + policy.dead
                 )
             if e.agent_id in board.proven:
+                before = routes.get(e.agent_id)
                 routes[e.agent_id] = RouteMemo(
-                    state="proven", outcome="ok", at=now, until=now + policy.proven
+                    state="proven",
+                    outcome="ok",
+                    at=now,
+                    until=now + policy.proven,
+                    first_byte_s=before.first_byte_s if before else None,
                 )
             continue
         try:
