@@ -22,7 +22,6 @@ from relay_review.commands.common import (
     policy_from_args,
     store_from_args,
 )
-from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    warm_tls_context()  # while the policy, discovery, catalog and memory load
+    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     # loaded after the probes: the renderer is no part of the path to the first request
     from relay_review.render import plural, readiness_table
 

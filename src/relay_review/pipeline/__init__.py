@@ -15,12 +15,12 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
-from relay_review.pipeline.routes import chat, preflight
+from relay_review.pipeline.routes import chat, preflight, warm_up
 
 # ``review`` (the review flow) is not imported here: ``chat`` and ``preflight`` must not load the
 # review stages (prompt, verdict, diff parsing) before their first request; import it from
 # :mod:`.review`.
-__all__ = ["chat", "preflight", "run_sync"]
+__all__ = ["chat", "preflight", "run_sync", "warm_up"]
 
 
 def run_sync(coro: Any) -> Any:

@@ -21,7 +21,6 @@ from relay_review.github.log import say
 from relay_review.models import Catalog
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
-from relay_review.render import catalog_table
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import (
@@ -32,7 +31,13 @@ from relay_review.routing.catalog import (
     rank_by_uptime,
 )
 from relay_review.routing.session import RoutingSession, warm_tls_context
-from relay_review.settings import Account, Policy, key_conventions
+from relay_review.settings import (
+    Account,
+    CatalogPolicy,
+    Policy,
+    key_conventions,
+    resolve_require_zdr,
+)
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
 
@@ -70,6 +75,12 @@ async def published_health(
     if health.uptime:
         catalog = rank_by_uptime(catalog, health.uptime, policy.catalog.min_uptime)
     return catalog, health
+
+
+def warm_up() -> None:
+    """Start making what the first request needs (the TLS context, in a thread) while a command
+    still reads its policy, discovery report, catalog and memory."""
+    warm_tls_context()
 
 
 def requests_sent(session: RoutingSession | None) -> dict[str, int]:
@@ -229,30 +240,66 @@ def discover_routes(
     return result
 
 
+def catalog_for(
+    report: Any,
+    section: CatalogPolicy | None = None,
+    *,
+    zdr_feed: Callable[[], Any] | None = None,
+    require_zdr: bool | None = None,
+    bad_feed: Callable[[Exception], None] | None = None,
+) -> Catalog:
+    """The catalog of a discovery report (its JSON, as ``discover`` writes it) under the
+    policy's ``[catalog]`` ``section`` (built-in defaults when ``None``): the one way every
+    caller builds it (the action, the CLI's commands, the drill).
+
+    ``zdr_feed`` reads the ZDR feed's JSON, after the report was read. ``require_zdr``: the
+    resolved setting; by default the section's, with ``auto`` as false (the command line knows
+    no repository; the action resolves it from the repository's visibility). ``bad_feed`` takes
+    an unusable feed's error (no route then counts as ZDR); without it the error is raised, as
+    :class:`~relay_review.routing.catalog.CatalogInputError` is for an unreadable report."""
+    c = section or CatalogPolicy()
+    routes = parse_discovery(report)
+    zdr_ids: list[str] | None = None
+    if zdr_feed is not None:
+        try:
+            zdr_ids = parse_zdr_feed(zdr_feed())
+        except (ValueError, CatalogInputError) as exc:
+            if bad_feed is None:
+                raise
+            bad_feed(exc)
+    if require_zdr is None:
+        require_zdr = resolve_require_zdr(c.require_zdr, repo_private=False)
+    return build_catalog(
+        routes,
+        zdr_ids,
+        limit=c.limit,
+        account_cap=c.account_cap,
+        pool=c.pool,
+        require_zdr=require_zdr,
+    )
+
+
 def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
     """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
     c = policy.catalog
+    feed = discovery.zdr_feed
+
+    def unusable(exc: Exception) -> None:
+        actions.warning(f"relay-review: the ZDR feed is unusable ({exc}); no route counts as ZDR")
+
     try:
-        routes = parse_discovery(discovery.report(None))
-        zdr_ids: list[str] | None = None
-        if discovery.zdr_feed is not None:
-            try:
-                zdr_ids = parse_zdr_feed(json.loads(discovery.zdr_feed))
-            except (ValueError, CatalogInputError) as exc:
-                actions.warning(
-                    f"relay-review: the ZDR feed is unusable ({exc}); no route counts as ZDR"
-                )
-        catalog = build_catalog(
-            routes,
-            zdr_ids,
-            limit=c.limit,
-            account_cap=c.account_cap,
-            pool=c.pool,
+        catalog = catalog_for(
+            discovery.report(None),
+            c,
+            zdr_feed=None if feed is None else lambda: json.loads(feed),
             require_zdr=require_zdr,
+            bad_feed=unusable,
         )
     except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
         raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
+    from relay_review.render import catalog_table  # the action's only: keep chat's start light
+
     actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
     return catalog
 
