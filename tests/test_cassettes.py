@@ -18,8 +18,9 @@ import vcr
 import yaml
 
 from relay_review.models import Account, Deadlines, OutcomeKind
-from relay_review.providers.chat import chat_call
-from relay_review.providers.discovery import discover, is_chat_model
+from relay_review.providers.chat.call import chat_call
+from relay_review.providers.discovery import discover
+from relay_review.providers.discovery.chat_filter import is_chat_model
 
 CASSETTES = Path(__file__).parent / "cassettes"
 RECORDER = Path(__file__).parent.parent / "tools" / "record_litellm.py"

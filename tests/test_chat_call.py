@@ -18,7 +18,8 @@ import pytest
 from relay_review._http import parse_retry_after
 from relay_review.drill import FaultFleet
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
-from relay_review.providers.chat import chat_call, classify_http_error
+from relay_review.providers.chat.call import chat_call
+from relay_review.providers.chat.status import classify_http_error
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 
@@ -574,7 +575,7 @@ def test_redirect_is_bad_reply() -> None:
 
 
 async def test_an_endless_reply_is_cut_off_as_a_bad_reply() -> None:
-    from relay_review.providers.chat import MAX_CONTENT_CHARS
+    from relay_review.providers.chat.stream import MAX_CONTENT_CHARS
 
     huge = "x" * 65536
     reply = huge * (MAX_CONTENT_CHARS // len(huge) + 2)

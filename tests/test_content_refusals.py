@@ -16,7 +16,7 @@ from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.drill.script import TRIGGER
 from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
-from relay_review.providers.chat import classify_http_error
+from relay_review.providers.chat.status import classify_http_error
 from relay_review.routing.board import RouteBoard
 from relay_review.settings import MemoryPolicy
 from relay_review.state.memory import Memory, RouteMemo
@@ -47,7 +47,7 @@ def body(message: str, code: object = None, **error: object) -> str:
     return json.dumps({"error": {"code": code, "message": message, **error}})
 
 
-# --- classification (providers/chat.py) --------------------------------------------------------
+# --- classification (providers/chat/status.py) -----------------------------------------------
 
 
 @pytest.mark.parametrize(

@@ -20,14 +20,9 @@ import pytest
 from relay_review import cli
 from relay_review.commands import discover as discover_cmd
 from relay_review.errors import UsageError
-from relay_review.providers.discovery import (
-    chat_by_name,
-    discover,
-    listing_prices,
-    models_dev_prices,
-    write_report,
-    zdr_feed_path,
-)
+from relay_review.providers.discovery import discover, write_report, zdr_feed_path
+from relay_review.providers.discovery.chat_filter import chat_by_name
+from relay_review.providers.discovery.prices import listing_prices, models_dev_prices
 from relay_review.providers.kinds import ENV_FAMILIES
 from relay_review.settings import env_accounts, parse_policy, resolve_accounts
 
@@ -830,7 +825,7 @@ def test_name_filter_keeps_chat_models(model: str) -> None:
     ],
 )
 def test_response_format_support_from_supported_parameters(params, expected):
-    from relay_review.providers.discovery import response_format_support
+    from relay_review.providers.discovery.routes import response_format_support
 
     entry = {"id": "x/y"} if params is None else {"id": "x/y", "supported_parameters": params}
     assert response_format_support(entry) == expected

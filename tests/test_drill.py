@@ -14,7 +14,7 @@ import pytest
 
 from relay_review.drill import Behaviour, FaultFleet, parse_script
 from relay_review.models import Deadlines, OutcomeKind, Phase
-from relay_review.providers.chat import chat_call
+from relay_review.providers.chat.call import chat_call
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 

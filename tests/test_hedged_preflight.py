@@ -181,12 +181,14 @@ def test_a_route_remembered_at_50_ms_is_hedged_after_3_times_that_not_the_bound(
         del os.environ[PORT_ENV]
     assert first["served_by"]["agent_id"] == "/".join(FIRST)
     (memo,) = [m for k, m in routes.items() if k.endswith("/" + FIRST[1])]
-    assert memo["state"] == "proven" and 0.05 <= memo["first_byte_s"] < 0.45
+    assert (
+        memo["state"] == "proven" and 0.05 <= memo["first_byte_s"] < 0.8
+    )  # 50 ms plus a loaded machine
     assert report["served_by"]["agent_id"] != "/".join(FIRST)  # it stalled: taken over
     lead = sent[0]
     assert route(lead) == "/".join(FIRST) and lead.max_tokens != PROBE_TOKENS
     probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
     assert probes, "the stalled lead was never hedged"
     gap = min(r.at for r in probes) - lead.at
-    # 3 x the remembered first byte (at least 0.1 s), well under the 3 s bound, loosely
-    assert 0.1 <= gap < min(3 * memo["first_byte_s"] + 1.0, 2.5), gap
+    # 3 x the remembered first byte (at least 0.1 s), under the 3 s bound (which would give >= 3 s)
+    assert 0.1 <= gap < min(3 * memo["first_byte_s"] + 1.0, 2.9), gap

@@ -24,7 +24,8 @@ from relay_review.drill.review import sample_diff
 from relay_review.models import Account, Deadlines, OutcomeKind
 from relay_review.pipeline.review import context_limit
 from relay_review.pipeline.review import review as run_review
-from relay_review.providers.chat import chat_call, refuses_response_format
+from relay_review.providers.chat.call import chat_call
+from relay_review.providers.chat.forms import refuses_response_format
 from relay_review.providers.discovery import discover
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import reply_schema, response_format

@@ -25,7 +25,9 @@ from relay_review.commands.common import add_serving_args, policy_from_args
 from relay_review.drill import FaultFleet
 from relay_review.errors import UsageError
 from relay_review.models import Deadlines, OutcomeKind, Phase
-from relay_review.providers.chat import chat_call, classify_http_error, key_check
+from relay_review.providers.chat.call import chat_call
+from relay_review.providers.chat.keycheck import key_check
+from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import read_rate_hint
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession

@@ -18,7 +18,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Readiness
-from relay_review.providers.chat import chat_call, classify_http_error
+from relay_review.providers.chat.call import chat_call
+from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import MAX_WAIT_S, read_rate_hint, reset_at
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.budget import LONGEST_CLOSE_S, AccountBudgets

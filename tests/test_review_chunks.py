@@ -8,18 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from relay_review.review.chunks import (
-    DEFAULT_EXCLUDES,
-    MIN_CHUNK_TOKENS,
-    ChunkPlan,
-    estimate_tokens,
-    excluded_by,
-    glob_match,
-    line_tokens,
-    plan_chunks,
-)
+from relay_review.review.chunks import MIN_CHUNK_TOKENS, ChunkPlan, plan_chunks
 from relay_review.review.diff import DiffIndex
+from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by, glob_match
 from relay_review.review.prompt import diff_budget
+from relay_review.review.tokens import estimate_tokens, line_tokens
 
 DATA = Path(__file__).parent / "data" / "review"
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 import re
 
-from relay_review.review.chunks import estimate_tokens, plan_chunks
+from relay_review.review.chunks import plan_chunks
 from relay_review.review.decision import decide
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import (
@@ -19,6 +19,7 @@ from relay_review.review.prompt import (
     build_repair_message,
     repair_messages,
 )
+from relay_review.review.tokens import estimate_tokens
 from relay_review.review.verdict import Finding, ModelReply, Rejection, parse_reply, validate
 
 GUESSED = "0123456789abcdef0123456789abcdef"

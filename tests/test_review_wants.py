@@ -12,9 +12,10 @@ import pytest
 
 from relay_review.models import ReportFinding, RunReport, Verdict
 from relay_review.render import comment_markdown, line_comment_body, suggestion_diff
-from relay_review.review.chunks import estimate_tokens, plan_chunks
+from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import Instructions, build_messages, prompt_overhead_tokens
+from relay_review.review.tokens import estimate_tokens
 from relay_review.review.verdict import Finding, parse_reply, suggestion_problem, validate
 
 GUIDE = "Flag any SQL built with string formatting as high severity."

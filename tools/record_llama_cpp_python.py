@@ -49,7 +49,7 @@ from record_llama import DEADLINES, review_request  # noqa: E402
 
 from relay_review import pipeline  # noqa: E402
 from relay_review.drill.review import sample_diff  # noqa: E402
-from relay_review.providers.chat import chat_call  # noqa: E402
+from relay_review.providers.chat.call import chat_call  # noqa: E402
 from relay_review.review.diff import DiffIndex  # noqa: E402
 from relay_review.review.prompt import response_format  # noqa: E402
 from relay_review.routing.catalog import build_catalog, parse_discovery  # noqa: E402

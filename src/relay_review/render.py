@@ -269,7 +269,7 @@ def quota_line(quota: Any, code: Any = plain) -> str | None:
 FOUND_CHARS = 140
 
 
-#: A timeout's detail when nothing at all came back (:mod:`relay_review.providers.chat`).
+#: A timeout's detail when nothing at all came back (:mod:`relay_review.providers.chat.timeouts`).
 _NO_BYTE = ("no headers", "no body byte")
 
 

@@ -12,8 +12,9 @@ from relay_review.github import actions
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
 from relay_review.github.pr import head_files, list_files
-from relay_review.review.chunks import DEFAULT_EXCLUDES, HeadFiles, excluded_by
+from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
+from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
 from relay_review.settings import Policy
 
 if TYPE_CHECKING:

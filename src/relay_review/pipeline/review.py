@@ -37,20 +37,14 @@ from relay_review.pipeline.routes import (
     requests_sent,
     session_for,
 )
-from relay_review.providers.chat import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
-from relay_review.review.chunks import (
-    DEFAULT_EXCLUDES,
-    MIN_CHUNK_TOKENS,
-    Chunk,
-    ChunkPlan,
-    HeadFiles,
-    plan_chunks,
-    unit_text,
-)
+from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
+from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, ChunkPlan, plan_chunks, unit_text
+from relay_review.review.context import HeadFiles
 from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex, Side
 from relay_review.review.fingerprint import finding_fingerprint
 from relay_review.review.noise import unique
+from relay_review.review.paths import DEFAULT_EXCLUDES
 from relay_review.review.prompt import (
     RESPONSE_FORMS,
     Instructions,

@@ -32,7 +32,6 @@ scrubbed of them. Routes of other kinds are never asked about (no request at all
 from __future__ import annotations
 
 import asyncio
-import json
 import math
 import re
 from collections.abc import Mapping, Sequence
@@ -43,6 +42,7 @@ import httpx
 
 from relay_review import __version__
 from relay_review.models import CatalogEntry
+from relay_review.providers.discovery.listings import FetchError, get_json
 from relay_review.redact import redact
 
 #: The provider kinds whose health this module reads (only OpenRouter publishes it).
@@ -151,24 +151,10 @@ class PublishedHealth:
         }
 
 
-class _Failed(Exception):
-    pass
-
-
 async def _get(client: httpx.AsyncClient, url: str, key: str, timeout: float) -> Any:
-    try:
-        async with asyncio.timeout(timeout):
-            response = await client.get(url, headers={"Authorization": f"Bearer {key}"})
-    except (TimeoutError, httpx.TimeoutException):
-        raise _Failed(f"timed out after {timeout:g} s") from None
-    except httpx.HTTPError as exc:
-        raise _Failed(f"{type(exc).__name__}") from None
-    if not response.is_success:
-        raise _Failed(f"HTTP {response.status_code}")
-    try:
-        return json.loads(response.content)
-    except ValueError:
-        raise _Failed("the reply is not valid JSON") from None
+    """GET one JSON listing with the account's key (discovery's bounded fetch; FetchError)."""
+    payload, _ = await get_json(client, url, timeout, {"Authorization": f"Bearer {key}"})
+    return payload
 
 
 async def read_health(
@@ -218,7 +204,7 @@ async def read_health(
                     uptime = model_uptime(
                         await _get(client, f"{base}/models/{model}/endpoints", key, timeout)
                     )
-                except (_Failed, ValueError) as exc:
+                except (FetchError, ValueError) as exc:
                     errors.setdefault("endpoints", []).append(scrub(f"{model}: {exc}"))
                     return
             if uptime is not None:
@@ -232,7 +218,7 @@ async def read_health(
                 info = key_info(
                     name, await _get(client, f"{entry.route.base_url}/key", key, timeout)
                 )
-            except (_Failed, ValueError) as exc:
+            except (FetchError, ValueError) as exc:
                 errors.setdefault("key", []).append(scrub(f"{name}: {exc}"))
                 return
             result.keys[name] = info

@@ -1,171 +1,37 @@
 """Chunks under a token budget: the diff split by file (and by hunk, then by line) so each request
 fits a context window, with an account of every file (reviewed, or skipped and why).
 
-Chunk text format (the prompt explains it to the model)::
-
-    ### FILE src/app.py [modified]
-    @@ -10,7 +10,8 @@ def handler(request):
-    C 10   unchanged context line (new-file number; not citable)
-    L 11 - a removed line (old-file number; cite as side LEFT, line 11)
-    R 11 + an added line (new-file number; cite as side RIGHT, line 11)
-    \\ no newline at end of file
-
-Other file headers: ``[added]``, ``[deleted]``, ``[renamed from old/path.py]``, ``[copied from
-x.py]``; a file split across chunks adds ``(part 2/3)``; a hunk split across chunks continues
-under ``@@ (hunk continued) @@``. Every line carries its own number, so splitting never shifts a
-citation.
-
-Context around changes: given the head version of a file (``head_files``), each whole hunk is
-widened with up to ``context_lines`` enclosing lines above and below (``C`` lines, never
-citable), ring by ring across the chunk's hunks, only in the room a chunk has left once its
-changed lines are packed. So the packing (which changed lines go in which chunk, how many chunks)
-is the same with context as without: context is always dropped before any changed line is.
-Neighbouring hunks share the lines between them half and half, so no line is shown twice.
-
-Token estimate (:func:`estimate_tokens`), deliberately conservative across BPE tokenizers
-(cl100k/o200k, Llama 3, Qwen, Mistral's 32k SentencePiece): per line,
-``ceil(ascii_chars / 3) + 2 * non_ascii_chars + 1``. Code averages 3.5-4.5 characters per token
-on these tokenizers; numbered line prefixes and symbols cost more, hence 3 and the +1 per line.
-Non-ASCII characters can cost 1-3 tokens each, hence 2. No tokenizer library is used: routes
-run many different models, and tokenizer packages fetch their vocabularies at run time, which
-an offline runner cannot do; an estimate that errs large is the safe side.
+Every line of a chunk carries its own number (:mod:`.chunk_text`), so splitting never shifts a
+citation; context is added in the room a chunk has left (:mod:`.context`), so it never changes
+which changed lines go in which chunk.
 """
 
 from __future__ import annotations
 
-import re
 import sys
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
-from functools import cached_property, lru_cache
+from functools import cached_property
 from typing import Literal
 
 from pydantic import BaseModel
 
+from relay_review.review.chunk_text import CONTINUED, file_header, render_file, render_line
+from relay_review.review.context import MAX_CONTEXT_LINES, HeadFiles, widen
 from relay_review.review.diff import (
     REASON_NO_CHANGES,
     DiffIndex,
-    DiffLine,
     FileDiff,
     FileStatus,
     Hunk,
 )
-
-#: Default exclusion globs: lock files, minified/generated output, vendored dependencies.
-DEFAULT_EXCLUDES: tuple[str, ...] = (
-    "*.lock",
-    "package-lock.json",
-    "npm-shrinkwrap.json",
-    "yarn.lock",
-    "pnpm-lock.yaml",
-    "poetry.lock",
-    "Cargo.lock",
-    "go.sum",
-    "*.min.js",
-    "*.min.css",
-    "*.generated.*",
-    "vendor/**",
-    "third_party/**",
-    "node_modules/**",
-    "dist/**",
-)
+from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
+from relay_review.review.tokens import estimate_tokens, line_tokens
 
 #: Below this many tokens per chunk, chunking is refused (a route that small cannot review).
 MIN_CHUNK_TOKENS = 256
-#: The most context lines shown above and below a hunk (``review.context_lines`` is capped here).
-MAX_CONTEXT_LINES = 200
-#: A context line longer than this is cut (with "…"): it is never cited, only read.
-CONTEXT_LINE_CHARS = 300
-#: The head version of files, by path: line ``n`` of the file is ``lines[n - 1]``.
-HeadFiles = Mapping[str, Sequence[str]]
 #: Tokens set aside in a file header for a "(part i/n)" tag when a file is split.
 _PART_TAG_TOKENS = 8
-_CONTINUED = "@@ (hunk continued) @@"
-_UNSAFE_PATH_CHARS = re.compile(r"[\x00-\x1f\x7f\x85\u2028\u2029]")
-
-
-def line_tokens(line: str) -> int:
-    """Estimated tokens of one rendered line, newline included (see the module doc)."""
-    if line.isascii():
-        return -(-len(line) // 3) + 1
-    ascii_chars = len(line.encode("ascii", errors="ignore"))
-    return -(-ascii_chars // 3) + 2 * (len(line) - ascii_chars) + 1
-
-
-def estimate_tokens(text: str) -> int:
-    """Estimated tokens of a text: :func:`line_tokens` summed over its ``\\n``-separated lines."""
-    if not text:
-        return 0
-    return sum(line_tokens(line) for line in text.split("\n"))
-
-
-# -- exclusion globs ----------------------------------------------------------------------------
-
-
-@lru_cache(maxsize=256)
-def _glob_regex(pattern: str) -> tuple[re.Pattern[str], bool]:
-    """Compile a glob. Returns (regex, match_basename_only)."""
-    basename_only = "/" not in pattern
-    anchored = pattern.startswith("/")
-    pat = pattern.lstrip("/")
-    out: list[str] = []
-    i = 0
-    while i < len(pat):
-        c = pat[i]
-        if pat.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pat.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif c == "*":
-            out.append("[^/]*")
-            i += 1
-        elif c == "?":
-            out.append("[^/]")
-            i += 1
-        elif c == "[":
-            end = pat.find("]", i + 2 if pat[i + 1 : i + 2] in ("!", "]") else i + 1)
-            if end == -1:
-                out.append(re.escape(c))
-                i += 1
-            else:
-                body = pat[i + 1 : end]
-                if body.startswith("!"):
-                    body = "^" + body[1:]
-                out.append("[" + body.replace("\\", "\\\\") + "]")
-                i = end + 1
-        else:
-            out.append(re.escape(c))
-            i += 1
-    body = "".join(out)
-    if not basename_only and not anchored:
-        body = "(?:.*/)?" + body
-    return re.compile(body + r"\Z", re.DOTALL), basename_only
-
-
-def glob_match(path: str, pattern: str) -> bool:
-    """Match a repository path against an exclusion glob.
-
-    Rules: a pattern without ``/`` matches the file name at any depth (``*.lock``); a pattern with
-    ``/`` matches the whole path, at any depth unless it starts with ``/`` (``vendor/**`` matches
-    ``vendor/a.go`` and ``web/vendor/b.js``; ``/vendor/**`` only the first). ``*`` and ``?`` stay
-    within one path segment, ``**`` spans segments, ``[...]`` is a character class. Case-sensitive.
-    """
-    regex, basename_only = _glob_regex(pattern)
-    target = path.rsplit("/", 1)[-1] if basename_only else path
-    return regex.match(target) is not None
-
-
-def excluded_by(path: str, patterns: Iterable[str]) -> str | None:
-    """The first of ``patterns`` that excludes ``path``, or ``None``."""
-    for pattern in patterns:
-        if pattern and glob_match(path, pattern):
-            return pattern
-    return None
-
-
-# -- records ------------------------------------------------------------------------------------
 
 
 class FileReport(BaseModel):
@@ -222,52 +88,6 @@ class ChunkPlan:
         return [f for f in self.files if f.status == "skipped"]
 
 
-# -- rendering ----------------------------------------------------------------------------------
-
-
-def show_path(path: str) -> str:
-    """A path as rendered in chunk headers: control and line-separator characters escaped."""
-    return _UNSAFE_PATH_CHARS.sub(lambda m: f"\\x{ord(m.group(0)):02x}", path)
-
-
-def file_header(f: FileDiff, part: tuple[int, int] | None = None) -> str:
-    """``### FILE path [status]``, with ``(part i/n)`` for a file split across chunks."""
-    if f.status in ("renamed", "copied") and f.old_path:
-        tag = f"[{f.status} from {show_path(f.old_path)}]"
-    else:
-        tag = f"[{f.status}]"
-    tail = f" (part {part[0]}/{part[1]})" if part else ""
-    return f"### FILE {show_path(f.path)} {tag}{tail}"
-
-
-def render_line(ln: DiffLine) -> list[str]:
-    """The rendered form of one diff line (two lines when it lacks a final newline)."""
-    if ln.kind == "+":
-        out = f"R {ln.new} + {ln.text}"
-    elif ln.kind == "-":
-        out = f"L {ln.old} - {ln.text}"
-    else:
-        out = f"C {ln.new}   {ln.text}"
-    return [out, "\\ no newline at end of file"] if ln.no_eol else [out]
-
-
-def render_file(f: FileDiff, part: tuple[int, int] | None = None) -> str:
-    """A file (or file piece) in the chunk format described in the module doc."""
-    out = [file_header(f, part)]
-    for hunk in f.hunks:
-        out.append(_hunk_header(hunk))
-        for ln in hunk.lines:
-            out.extend(render_line(ln))
-    return "\n".join(out)
-
-
-def _hunk_header(hunk: Hunk) -> str:
-    return _CONTINUED if hunk.heading == _CONTINUED else hunk.header
-
-
-# -- planning -----------------------------------------------------------------------------------
-
-
 @dataclass
 class _Unit:
     """A hunk, or a slice of one, with its estimated tokens (header included)."""
@@ -298,7 +118,7 @@ def _units(f: FileDiff, room: int) -> list[_Unit] | str:
         if whole <= room:
             units.append(_Unit(hunk, whole))
             continue
-        head = max(line_tokens(hunk.header), line_tokens(_CONTINUED))
+        head = max(line_tokens(hunk.header), line_tokens(CONTINUED))
         start, used = 0, head
         for i, cost in enumerate(costs):
             if head + cost > room:
@@ -318,7 +138,7 @@ def _units(f: FileDiff, room: int) -> list[_Unit] | str:
 
 
 def _slice(hunk: Hunk, start: int, end: int, tokens: int, *, first: bool) -> _Unit:
-    heading = hunk.heading if first else _CONTINUED
+    heading = hunk.heading if first else CONTINUED
     sub = Hunk(hunk.old_start, hunk.old_len, hunk.new_start, hunk.new_len, heading, [])
     sub.lines = hunk.lines[start:end]
     return _Unit(sub, tokens, whole=False)
@@ -384,7 +204,7 @@ def plan_chunks(
     ``left_out`` (see :func:`_excluded` for excluded files).
 
     ``head_files`` and ``context_lines``: widen whole hunks with enclosing head-file lines in
-    the room each chunk has left (see the module doc); the packing does not change.
+    the room each chunk has left (:mod:`.context`); the packing does not change.
 
     ``reused``: paths whose earlier review is reused (see :func:`unit_text`): such a file, once
     it passes every check above, is reported reviewed and packed in no chunk, so the chunks
@@ -483,7 +303,7 @@ def unit_text(f: FileDiff, head_files: HeadFiles | None = None, context_lines: i
     hunks = [list(f.hunks)]
     context = min(max(context_lines, 0), MAX_CONTEXT_LINES)
     if head_files and context:
-        hunks, _ = _widen([piece], head_files, context, sys.maxsize)
+        hunks, _ = widen([piece], head_files, context, sys.maxsize)
     text, _ = _render_pieces([piece], [None], hunks)
     return text
 
@@ -550,7 +370,7 @@ def _render_chunks(
         added = 0
         if head_files and context_lines:
             room = budget_tokens - estimate_tokens(text)
-            hunks, added = _widen(content, head_files, context_lines, room)
+            hunks, added = widen(content, head_files, context_lines, room)
             if added:
                 text, files = _render_pieces(content, parts, hunks)
         built.append(Chunk(number, len(chunks), text, estimate_tokens(text), files, added))
@@ -567,151 +387,3 @@ def _render_pieces(
     ]
     text = "\n\n".join(render_file(f, part) for f, part in zip(files, parts, strict=True))
     return text, files
-
-
-# -- context around changes ---------------------------------------------------------------------
-
-
-def _new_range(hunk: Hunk) -> tuple[int, int]:
-    """(first, last) new-file line a hunk covers; last < first for a hunk that only removes."""
-    first = hunk.new_start + (0 if hunk.new_len else 1)
-    return first, first + hunk.new_len - 1
-
-
-def _head_matches(f: FileDiff, lines: Sequence[str]) -> bool:
-    """Whether ``lines`` is the head version this diff was made against (every shown new-file
-    line reads the same), so a stale or wrong file never lends context."""
-    for hunk in f.hunks:
-        for ln in hunk.lines:
-            if (
-                ln.kind != "-"
-                and ln.new is not None
-                and (ln.new > len(lines) or lines[ln.new - 1].rstrip("\r") != ln.text)
-            ):
-                return False
-    return True
-
-
-@dataclass
-class _Grow:
-    """One hunk being widened: its bounds and how many lines it took above and below."""
-
-    hunk: Hunk
-    lines: Sequence[str]
-    lowest: int  # the lowest new-file line it may take above
-    highest: int  # the highest it may take below
-    above: int = 0
-    below: int = 0
-    stopped: list[bool] = field(default_factory=lambda: [False, False])
-
-    def line(self, n: int, above: bool) -> DiffLine:
-        h = self.hunk
-        first, last = _new_range(h)
-        old_first = h.old_start + (0 if h.old_len else 1)
-        offset = old_first - first if above else (old_first + h.old_len) - (last + 1)
-        text = self.lines[n - 1].rstrip("\r")
-        if len(text) > CONTEXT_LINE_CHARS:
-            text = text[: CONTEXT_LINE_CHARS - 1] + "…"
-        return DiffLine(" ", n + offset, n, text)
-
-    def header(self, above: int, below: int) -> str:
-        return _widened(self.hunk, above, below, []).header
-
-    def build(self) -> Hunk:
-        """The hunk with its context lines, its header numbers widened to match."""
-        if not (self.above or self.below):
-            return self.hunk
-        first, last = _new_range(self.hunk)
-        top = [self.line(n, True) for n in range(first - self.above, first)]
-        bottom = [self.line(n, False) for n in range(last + 1, last + 1 + self.below)]
-        return _widened(self.hunk, self.above, self.below, [*top, *self.hunk.lines, *bottom])
-
-
-def _widened(h: Hunk, above: int, below: int, lines: list[DiffLine]) -> Hunk:
-    """``h`` with ``above`` lines before it and ``below`` after it (header numbers adjusted)."""
-    if not (above or below):
-        return Hunk(h.old_start, h.old_len, h.new_start, h.new_len, h.heading, lines)
-    old_first = h.old_start + (0 if h.old_len else 1)
-    new_first = h.new_start + (0 if h.new_len else 1)
-    return Hunk(
-        old_first - above,
-        h.old_len + above + below,
-        new_first - above,
-        h.new_len + above + below,
-        h.heading,
-        lines,
-    )
-
-
-def _growers(f: FileDiff, units: list[_Unit], lines: Sequence[str], context: int) -> list[_Grow]:
-    """A :class:`_Grow` for each whole hunk of ``units``; the lines between two hunks of the
-    file are split between them (the upper half to the hunk above)."""
-    out: list[_Grow] = []
-    spans = [_new_range(h) for h in f.hunks]
-    for unit in units:
-        if not unit.whole:
-            continue
-        k = next((i for i, h in enumerate(f.hunks) if h is unit.hunk), None)
-        if k is None:
-            continue
-        first, last = spans[k]
-        lowest, highest = max(1, first - context), min(len(lines), last + context)
-        if k > 0:
-            prev_last = spans[k - 1][1]
-            gap = first - prev_last - 1
-            lowest = max(lowest, prev_last + 1 + (gap + 1) // 2)
-        if k + 1 < len(f.hunks):
-            next_first = spans[k + 1][0]
-            gap = next_first - last - 1
-            highest = min(highest, last + (gap + 1) // 2)
-        out.append(_Grow(unit.hunk, lines, lowest, highest))
-    return out
-
-
-def _widen(
-    content: list[_Piece], head_files: HeadFiles, context: int, room: int
-) -> tuple[list[list[Hunk]], int]:
-    """Every piece's hunks, widened ring by ring (one line above, one below, for each hunk in
-    turn) while each line and the header change it brings fit in ``room`` tokens; and how many
-    context lines were added."""
-    growers: list[list[_Grow]] = []
-    for piece in content:
-        lines = head_files.get(piece.file.path)
-        if lines is None or piece.file.status == "deleted" or not _head_matches(piece.file, lines):
-            growers.append([])
-            continue
-        growers.append(_growers(piece.file, piece.units, lines, context))
-    everyone = [g for gs in growers for g in gs]
-    added = 0
-    for _ in range(context):
-        moved = False
-        for g in everyone:
-            first, last = _new_range(g.hunk)
-            for side, above in ((0, True), (1, False)):
-                if g.stopped[side]:
-                    continue
-                n = first - g.above - 1 if above else last + g.below + 1
-                if (n < g.lowest) if above else (n > g.highest):
-                    g.stopped[side] = True
-                    continue
-                new_above, new_below = g.above + above, g.below + (not above)
-                cost = sum(line_tokens(s) for s in render_line(g.line(n, above)))
-                cost += line_tokens(g.header(new_above, new_below)) - line_tokens(
-                    g.header(g.above, g.below)
-                )
-                if cost > room:
-                    g.stopped[side] = True
-                    continue
-                room -= cost
-                g.above, g.below = new_above, new_below
-                added += 1
-                moved = True
-        if not moved:
-            break
-    by_hunk = {id(g.hunk): g for g in everyone}
-    out = []
-    for piece in content:
-        out.append(
-            [by_hunk[id(u.hunk)].build() if id(u.hunk) in by_hunk else u.hunk for u in piece.units]
-        )
-    return out, added

@@ -16,7 +16,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from relay_review.review.chunks import Chunk, estimate_tokens, glob_match
+from relay_review.review.chunks import Chunk
+from relay_review.review.paths import glob_match
+from relay_review.review.tokens import estimate_tokens
 from relay_review.review.verdict import (
     MAX_FINDINGS,
     MAX_MESSAGE_CHARS,

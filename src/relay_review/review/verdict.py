@@ -27,8 +27,8 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from relay_review._text import find_invisible
 from relay_review.errors import RelayReviewError
 from relay_review.redact import REPLACEMENT
-from relay_review.review.chunks import show_path
 from relay_review.review.diff import DiffIndex, Side, scrub_text
+from relay_review.review.paths import show_path
 
 Severity = Literal["high", "medium", "low"]
 

@@ -51,7 +51,7 @@ ACCOUNT_WIDE = frozenset({OutcomeKind.AUTH_FAILED, OutcomeKind.PAYMENT_REQUIRED}
 
 
 class ChatFn(Protocol):
-    """The shape of :func:`relay_review.providers.chat.chat_call` (injectable for tests)."""
+    """The shape of :func:`relay_review.providers.chat.call.chat_call` (injectable for tests)."""
 
     def __call__(
         self,
@@ -69,8 +69,8 @@ class ChatFn(Protocol):
 
 
 class KeyCheckFn(Protocol):
-    """The shape of :func:`relay_review.providers.chat.key_check`: True when ``GET /models``
-    refuses the key, False when it accepts it, None when it could not tell."""
+    """The shape of :func:`relay_review.providers.chat.keycheck.key_check`: True when
+    ``GET /models`` refuses the key, False when it accepts it, None when it could not tell."""
 
     def __call__(
         self,

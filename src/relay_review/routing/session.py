@@ -58,14 +58,14 @@ def warm_tls_context() -> None:
 
 def default_chat() -> ChatFn:
     """The real chat call (imported late so pure users of routing need no HTTP stack)."""
-    from relay_review.providers.chat import chat_call
+    from relay_review.providers.chat.call import chat_call
 
     return chat_call
 
 
 def default_key_check() -> KeyCheckFn:
     """The real gateway key check (``GET /models``), imported late like :func:`default_chat`."""
-    from relay_review.providers.chat import key_check
+    from relay_review.providers.chat.keycheck import key_check
 
     return key_check
 
