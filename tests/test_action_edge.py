@@ -19,8 +19,9 @@ from relay_review.github.errors import (
 )
 from relay_review.github.log import Secrets
 from relay_review.pipeline.action import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, exit_code, failure
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.gate import Stop
-from relay_review.pipeline.routes import build_run_catalog, catalog_for
+from relay_review.pipeline.routes import build_run_catalog
 from relay_review.providers.discovery import DiscoveryResult
 from relay_review.routing.catalog import CatalogInputError, build_catalog, parse_discovery
 from relay_review.settings import CatalogPolicy, Policy

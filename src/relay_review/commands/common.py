@@ -210,7 +210,7 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     ``require_zdr = "auto"`` means false here (the command line knows no repository; the action
     resolves it from the repository's visibility).
     """
-    from relay_review.pipeline.routes import catalog_for  # the one way to build a catalog
+    from relay_review.pipeline.catalog import catalog_for  # the one way to build a catalog
 
     policy = policy or policy_from_args(args)
     raw = read_json(args.discovery, "discovery report")

@@ -19,7 +19,7 @@ import httpx
 
 from relay_review import pipeline
 from relay_review.drill.fleet import FaultFleet
-from relay_review.pipeline.routes import catalog_for
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context

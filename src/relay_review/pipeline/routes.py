@@ -1,9 +1,9 @@
 """Discovery to catalog, and the routing flows without a review: probe the catalog, or serve
 one chat request.
 
-:func:`catalog_for` builds the catalog for every caller (the action, the CLI's commands, the
-drill); the action's discovery and catalog stages log what they found, as workflow text and,
-for provider texts and model ids, as untrusted lines."""
+The action's discovery and catalog stages log what they found, as workflow text and, for
+provider texts and model ids, as untrusted lines; the catalog itself is built by
+:func:`relay_review.pipeline.catalog.catalog_for`, as for every other caller."""
 
 from __future__ import annotations
 
@@ -19,25 +19,14 @@ import httpx
 from relay_review.github import actions
 from relay_review.github.log import say
 from relay_review.models import Catalog
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
-from relay_review.routing.catalog import (
-    CatalogInputError,
-    build_catalog,
-    parse_discovery,
-    parse_zdr_feed,
-    rank_by_uptime,
-)
+from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.session import RoutingSession, warm_tls_context
-from relay_review.settings import (
-    Account,
-    CatalogPolicy,
-    Policy,
-    key_conventions,
-    resolve_require_zdr,
-)
+from relay_review.settings import Account, Policy, key_conventions
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
 
@@ -238,45 +227,6 @@ def discover_routes(
     if lines:
         actions.log_untrusted("\n".join(lines))
     return result
-
-
-def catalog_for(
-    report: Any,
-    section: CatalogPolicy | None = None,
-    *,
-    zdr_feed: Callable[[], Any] | None = None,
-    require_zdr: bool | None = None,
-    bad_feed: Callable[[Exception], None] | None = None,
-) -> Catalog:
-    """The catalog of a discovery report (its JSON, as ``discover`` writes it) under the
-    policy's ``[catalog]`` ``section`` (built-in defaults when ``None``): the one way every
-    caller builds it (the action, the CLI's commands, the drill).
-
-    ``zdr_feed`` reads the ZDR feed's JSON, after the report was read. ``require_zdr``: the
-    resolved setting; by default the section's, with ``auto`` as false (the command line knows
-    no repository; the action resolves it from the repository's visibility). ``bad_feed`` takes
-    an unusable feed's error (no route then counts as ZDR); without it the error is raised, as
-    :class:`~relay_review.routing.catalog.CatalogInputError` is for an unreadable report."""
-    c = section or CatalogPolicy()
-    routes = parse_discovery(report)
-    zdr_ids: list[str] | None = None
-    if zdr_feed is not None:
-        try:
-            zdr_ids = parse_zdr_feed(zdr_feed())
-        except (ValueError, CatalogInputError) as exc:
-            if bad_feed is None:
-                raise
-            bad_feed(exc)
-    if require_zdr is None:
-        require_zdr = resolve_require_zdr(c.require_zdr, repo_private=False)
-    return build_catalog(
-        routes,
-        zdr_ids,
-        limit=c.limit,
-        account_cap=c.account_cap,
-        pool=c.pool,
-        require_zdr=require_zdr,
-    )
 
 
 def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
