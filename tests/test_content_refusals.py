@@ -16,11 +16,11 @@ from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.drill.script import TRIGGER
 from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+from relay_review.pipeline.route_memory import classify, recall, remember
 from relay_review.providers.chat.status import classify_http_error
 from relay_review.routing.board import RouteBoard
 from relay_review.settings import MemoryPolicy
 from relay_review.state.memory import Memory, RouteMemo
-from relay_review.state.routes import classify, recall, remember
 
 NOW = 1_800_000_000.0
 POLICY = MemoryPolicy()
@@ -112,7 +112,7 @@ def test_facts_about_the_route_are_no_content_refusal(status: int, text: str, ki
     assert not out.content_refusal and out.kind.value == kind
 
 
-# --- memory (state/routes.py) ------------------------------------------------------------------
+# --- memory (pipeline/route_memory.py) ----------------------------------------------------------
 
 
 def entry(account: str, model: str, provider: str = "openai_compatible") -> CatalogEntry:

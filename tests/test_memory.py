@@ -17,6 +17,7 @@ import pytest
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Readiness, Route
+from relay_review.pipeline.route_memory import classify, recall, remember
 from relay_review.routing.board import RouteBoard
 from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Memory, check_state_url, open_store
@@ -29,7 +30,6 @@ from relay_review.state.memory import (
     decode,
     encode,
 )
-from relay_review.state.routes import classify, recall, remember
 from relay_review.state.stores import CommentStore, payload_line, payload_of
 
 NOW = 1_800_000_000.0

@@ -18,6 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from relay_review.models import Deadlines, Outcome, OutcomeKind, Readiness
+from relay_review.pipeline.route_memory import classify, longest_ttl
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import MAX_WAIT_S, read_rate_hint, reset_at
@@ -28,7 +29,6 @@ from relay_review.routing.failover import next_route
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, PreflightPolicy, ServingPolicy
 from relay_review.state.ledger import Budget, MemoryLedger
-from relay_review.state.routes import classify, longest_ttl
 
 HOSTILE = ["1e999", "-1e999", "inf", "nan", "99999999999", "1e308", "-5", "0x10", "9" * 400]
 D = Deadlines(connect=1.0, first_byte=1.0, idle=1.0, attempt=2.0)

@@ -246,7 +246,7 @@ async def test_why_nothing_was_reused(fleet: FaultFleet, tmp_path: Path) -> None
 def test_old_and_hostile_memos_are_ignored() -> None:
     """A version-2 chunk memo (no ``group``) is never a file unit; a quote span that does not
     hash as stored falls back to the line; a marker holding letters is refused by the record."""
-    from relay_review.state.chunks import line_sha, reuse
+    from relay_review.pipeline.review_cache import line_sha, reuse
 
     index = DiffIndex.from_diff(file_diff(0))
     line = "DEBUG = True"

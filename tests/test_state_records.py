@@ -25,8 +25,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_server import KINDS, RedisServer, serve
+from relay_review.pipeline.memory import limits
+from relay_review.pipeline.route_memory import ago, horizon
 from relay_review.settings import MemoryPolicy
-from relay_review.state import FileStore, Limits, Memory, Wanted
+from relay_review.state import FileStore, Memory, Wanted
 from relay_review.state.memory import (
     MAX_DEPTH,
     VERSION,
@@ -35,10 +37,8 @@ from relay_review.state.memory import (
     Unusable,
     decode,
     encode,
-    horizon,
 )
 from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore
-from relay_review.state.routes import ago
 from relay_review.state.stores import CommentStore, read_payload
 
 
@@ -51,7 +51,7 @@ def redis_server(
 
 
 NOW = 1_800_000_000.0
-LIMITS = Limits.of(MemoryPolicy(), NOW)
+LIMITS = limits(MemoryPolicy(), NOW)
 GOOD = {"state": "dead", "outcome": "not_found", "at": NOW - 60, "until": NOW + 3600}
 GOOD_MEMO = RouteMemo.model_validate(GOOD)
 LONGEST = horizon(MemoryPolicy())  # 14 days: the review cache's TTL
@@ -176,7 +176,7 @@ def test_limits_follow_the_policy() -> None:
     until = NOW + 30 * 86400
     data = json.dumps({"version": VERSION, "chunks": {"c" * 32: {"at": NOW, "until": until}}})
     assert not decode(data, limits=LIMITS).memory.chunks
-    longer = Limits.of(MemoryPolicy(review=40 * 86400), NOW)
+    longer = limits(MemoryPolicy(review=40 * 86400), NOW)
     assert decode(data, limits=longer).memory.chunks
 
 
@@ -438,8 +438,8 @@ def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
     """A provider's wait of ages (``Retry-After: 99999999999``) never makes a memo past every
     bound: it is capped at the longest ``[memory]`` time, and the run's save goes on."""
     from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+    from relay_review.pipeline.route_memory import remember
     from relay_review.routing.board import RouteBoard
-    from relay_review.state.routes import remember
 
     route = Route(
         index=0,

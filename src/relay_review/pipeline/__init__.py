@@ -9,6 +9,11 @@ One module per flow:
   -> report`` (the ``review`` command, the drill, and the action's review stage);
 - :mod:`.action`: the GitHub Action, ``inputs -> event -> policy -> discovery -> catalog ->
   pull request files -> review -> publish -> step summary, outputs, report file``.
+
+And memory across runs, read before routing and written after, for every flow:
+:mod:`.memory` (the run's view of the store), :mod:`.route_memory` (what a route's outcome
+leaves for the next run, and how it settles routes before routing), :mod:`.review_cache`
+(what a reviewed file leaves, and how it is reused). The store itself is :mod:`relay_review.state`.
 """
 
 from __future__ import annotations

@@ -47,7 +47,7 @@ import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relay_review import __version__
 from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
@@ -78,6 +78,7 @@ from relay_review.pipeline.publish import (
     set_skip_outputs,
 )
 from relay_review.pipeline.review import review
+from relay_review.pipeline.route_memory import route_horizon
 from relay_review.pipeline.routes import (
     build_run_catalog,
     discover_routes,
@@ -89,7 +90,8 @@ from relay_review.pipeline.routes import (
 from relay_review.review.noise import Noise
 from relay_review.settings import MemoryPolicy, resolve_accounts, resolve_require_zdr
 from relay_review.state import (
-    CommentStore,
+    Borrowed,
+    Ledger,
     Limits,
     Memory,
     Store,
@@ -98,7 +100,6 @@ from relay_review.state import (
     open_store,
 )
 from relay_review.state.memory import CLOCK_SKEW_S
-from relay_review.state.routes import route_horizon
 
 if TYPE_CHECKING:
     from github import Github
@@ -228,7 +229,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             report,
             secrets,
             budget,
-            state_line=store.line(),
+            state_line=store.line,
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
@@ -246,18 +247,35 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
 class KeptStore:
     """The run's store, keeping the record it loaded and the last one saved: publishing adds
     the findings' states across pushes (:class:`~relay_review.pipeline.publish.Lifecycle`) to the
-    record the review saved, and saves once more. Anything else goes to the store itself."""
+    record the review saved, and saves once more. The rest of :class:`Store` is the store's."""
 
     def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:
         self.inner = inner
         self.scope = scope  # the pull request's findings: read with what the review needs
         self.secrets = list(secrets)  # what the lifecycle's save is scrubbed of, like the review's
-        self.kind = inner.kind
         self.loaded = Memory()
         self.saved: Memory | None = None
 
-    def __getattr__(self, name: str) -> Any:  # e.g. the Redis store's shared ledger
-        return getattr(self.inner, name)
+    @property
+    def kind(self) -> str:
+        return self.inner.kind
+
+    @property
+    def keeps(self) -> bool:
+        return self.inner.keeps
+
+    @property
+    def ledger(self) -> Ledger | None:  # e.g. the Redis store's shared ledger
+        return self.inner.ledger
+
+    @property
+    def line(self) -> str | None:
+        """The ``comment`` store's payload line (``None`` for the other stores)."""
+        return self.inner.line
+
+    @property
+    def borrowed(self) -> Borrowed | None:
+        return self.inner.borrowed
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         if self.scope:
@@ -275,15 +293,11 @@ class KeptStore:
         base = self.saved if self.saved is not None else self.loaded
         return base.model_copy(update={"findings": dict(self.loaded.findings)})
 
-    def line(self) -> str | None:
-        """The ``comment`` store's payload line (``None`` for the other stores)."""
-        return self.inner.line if isinstance(self.inner, CommentStore) else None
-
     def save_line(self, memory: Memory) -> str | None:
         """Save ``memory`` (a store that keeps nothing keeps nothing); the payload line."""
-        if self.kind != "none":
+        if self.keeps:
             self.save(scrub(memory, self.secrets))
-        return self.line()
+        return self.line
 
 
 def state_store(
@@ -298,7 +312,7 @@ def state_store(
     ``[state] timeout_s``); ``comment`` reads our sticky comment only (found by marker and
     author), when the review asks for it, and the route memory of the newest sticky comment
     (marker and author again) of the repository's other pull requests updated within
-    ``memory``'s route horizon (:func:`~relay_review.state.routes.route_horizon`): one
+    ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one
     listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
         return open_store(inputs.state, timeout=timeout)

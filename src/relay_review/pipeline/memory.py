@@ -21,6 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 from relay_review.models import CatalogEntry, MemoryReport
+from relay_review.pipeline.route_memory import Origins, Recalled, horizon, recall, remember
 from relay_review.providers.kinds import KINDS, fill_base_url
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
@@ -28,8 +29,6 @@ from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
-from relay_review.state.routes import Origins, Recalled, recall, remember
-from relay_review.state.stores import Borrowed
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
 #: in every repository that uses the key (so they share one budget) and must not reveal it; the
@@ -70,6 +69,13 @@ def route_keys(entries: Iterable[CatalogEntry], identities: Mapping[str, str]) -
         for e in entries
         if e.account in identities
     }
+
+
+def limits(policy: MemoryPolicy | None, now: float) -> Limits:
+    """What a stored entry's times may be under ``policy``'s ``[memory]`` times (the default
+    policy when None) when read at ``now`` (:class:`~relay_review.state.memory.Limits`)."""
+    policy = policy or MemoryPolicy()
+    return Limits(now=now, horizon=horizon(policy), findings=policy.findings)
 
 
 def run_secrets(entries: Iterable[CatalogEntry], environ: Mapping[str, str]) -> list[str]:
@@ -128,16 +134,16 @@ class RunMemory:
         identities = account_identities(entries, environ)
         routes = route_keys(entries, identities)
         wanted = Wanted.of(routes.values(), identities.values(), chunks, latest=latest)
-        stored = store.load(Limits.of(policy, now), wanted).fresh(now)
+        stored = store.load(limits(policy, now), wanted).fresh(now)
         view = Memory(
             routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},
             accounts={n: stored.accounts[i] for n, i in identities.items() if i in stored.accounts},
             chunks=dict(stored.chunks),
         )
         keys = usable_secrets([*run_secrets(entries, environ), *secrets])
-        borrowed = getattr(store, "borrowed", None)  # the comment store's other pull request
+        borrowed = store.borrowed  # the comment store's other pull request
         origins = Origins()
-        if isinstance(borrowed, Borrowed):
+        if borrowed is not None:
             origins = Origins(
                 routes={a: borrowed.where for a, k in routes.items() if k in borrowed.routes},
                 accounts={
@@ -162,7 +168,7 @@ class RunMemory:
         if not missing:
             return
         now = self.clock()
-        more = self.store.load(Limits.of(policy, now), Wanted.of(chunks=missing)).fresh(now)
+        more = self.store.load(limits(policy, now), Wanted.of(chunks=missing)).fresh(now)
         got = {k: v for k, v in more.chunks.items() if k in missing}
         if got:
             self.memory = self.memory.model_copy(update={"chunks": {**self.memory.chunks, **got}})
@@ -201,7 +207,7 @@ class RunMemory:
         memory would have sent beyond those sent, and the chunks it would have sent beyond)."""
         blind, _ = plan_probes(entries, environ, policy.preflight.probe_budget)
         avoided = self.chunks_avoided + max(0, len(blind) - probes_sent)
-        if self.store.kind == "none":
+        if not self.store.keeps:
             avoided = 0
         r = self.recalled
         return MemoryReport(
@@ -232,7 +238,7 @@ class RunMemory:
     def save(self, session: RoutingSession | None, policy: Policy) -> None:
         """Fold this run's route outcomes into the memory, scrub it of the run's secrets and
         write it (never fails)."""
-        if self.store.kind == "none":
+        if not self.store.keeps:
             return
         if session is not None:
             self.memory = remember(self.memory, session.board, self.clock(), policy.memory)

@@ -31,6 +31,14 @@ from relay_review.models import (
     Verdict,
 )
 from relay_review.pipeline.memory import RunMemory
+from relay_review.pipeline.review_cache import (
+    chunk_key,
+    chunk_memo,
+    reuse,
+    scope_key,
+    unit_key,
+    unit_memo,
+)
 from relay_review.pipeline.routes import (
     published_health,
     quota_report,
@@ -76,14 +84,6 @@ from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
 from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
-from relay_review.state.chunks import (
-    chunk_key,
-    chunk_memo,
-    reuse,
-    scope_key,
-    unit_key,
-    unit_memo,
-)
 from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")
@@ -630,7 +630,7 @@ async def review(
     reused: dict[str, ReusedUnit] = {}
     if reuse_reviews:
         reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)
-    elif memory.store.kind != "none":
+    elif memory.store.keeps:
         memory.not_reused = "asked again: every file goes to a model"
         log.info("review: asked again, every file goes to a model (no cached verdict)")
     else:
@@ -770,7 +770,7 @@ def reused_files(
             why.setdefault("the route that reviewed it is no longer selected", []).append(path)
             continue
         found[path] = ReusedUnit(unit.memo, unit.findings, entry, unit.ranks)
-    if memory.store.kind == "none":
+    if not memory.store.keeps:
         return found, "memory is off"
     if found:
         log.info("review: %d of %d files unchanged since an earlier run", len(found), len(units))

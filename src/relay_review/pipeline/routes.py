@@ -122,7 +122,7 @@ def account_budgets(
     under the account's identity (kind, base URL, key fingerprint), never its name."""
     limits = {a.name: Budget(a.rpm, a.rpd) for a in policy.accounts if a.rpm or a.rpd}
     return AccountBudgets(
-        getattr(store, "ledger", None),
+        store.ledger if store is not None else None,
         limits,
         identities,
         timeout=policy.state.timeout_s,

@@ -297,8 +297,8 @@ def unit_text(f: FileDiff, head_files: HeadFiles | None = None, context_lines: i
     """One file as the review cache knows it: its whole rendered patch, widened with up to
     ``context_lines`` head-file lines around every hunk regardless of room. It does not depend
     on the other files of the diff or on where the file lands, so a file's cache key (see
-    :mod:`relay_review.state.chunks`) changes only when its own text, or the context a chunk
-    could show around it, changes."""
+    :mod:`relay_review.pipeline.review_cache`) changes only when its own text, or the context a
+    chunk could show around it, changes."""
     piece = _Piece(0, f, [_Unit(h, 0) for h in f.hunks])
     hunks = [list(f.hunks)]
     context = min(max(context_lines, 0), MAX_CONTEXT_LINES)

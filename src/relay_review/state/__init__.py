@@ -15,10 +15,13 @@ Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` chec
 without echoing a password). Every record a store returns was validated when read
 (:mod:`.memory`): a bad one is dropped with one warning and overwritten by the run's save.
 
-What is remembered (:mod:`.memory`): each route's last outcome with its time (:mod:`.routes`
-turns it into zero requests for dead or cooling routes and no probe for proven ones) and each
-reviewed chunk's verified findings by content hash (:mod:`.chunks`). The pipeline reads it once
+What is remembered (the schema, :mod:`.memory`): each route's last outcome with its time and
+each reviewed chunk's verified findings by content hash. This package is persistence only: what
+to remember and how to apply it is the pipeline's (:mod:`relay_review.pipeline.route_memory`
+turns a memo into zero requests for dead or cooling routes and no probe for proven ones,
+:mod:`relay_review.pipeline.review_cache` reuses a file's review). The pipeline reads it once
 before routing and writes it once after; no stage below the pipeline knows which store holds it.
+Nothing here imports a domain package (an import-linter contract in ``pyproject.toml``).
 """
 
 from __future__ import annotations
@@ -26,8 +29,10 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 
+from relay_review.state.ledger import Ledger
 from relay_review.state.memory import Limits, Memory
 from relay_review.state.stores import (
+    Borrowed,
     CommentStore,
     FileStore,
     NullStore,
@@ -40,8 +45,10 @@ from relay_review.state.urls import StateUrlError, check_state_url, checks_off, 
 
 __all__ = [
     "ENV_VAR",
+    "Borrowed",
     "CommentStore",
     "FileStore",
+    "Ledger",
     "Limits",
     "Memory",
     "NullStore",

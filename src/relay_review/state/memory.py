@@ -27,8 +27,6 @@ from pydantic import (
     model_validator,
 )
 
-from relay_review.settings import MemoryPolicy
-
 #: The record's version: a store written by another version is ignored (never migrated).
 VERSION: Literal[2] = 2
 #: The most bytes a stored record may take (the sticky comment's hidden payload must stay small).
@@ -53,19 +51,13 @@ _Time = Field(ge=0, le=MAX_TIME)
 class Limits:
     """What a stored entry's times may be when read at ``now``: its ``at`` no later than ``now``
     plus the clock skew, its ``until`` no later than ``now`` plus ``horizon`` (the policy's
-    longest ``[memory]`` time) plus the skew."""
+    longest ``[memory]`` time, :func:`relay_review.pipeline.memory.limits`) plus the skew."""
 
     now: float
     horizon: float
     skew: float = CLOCK_SKEW_S
     #: the longest a finding's state across pushes may count (``[memory] findings``)
     findings: float = 0.0
-
-    @classmethod
-    def of(cls, policy: MemoryPolicy | None, now: float) -> Limits:
-        """The limits for ``policy`` (the default policy when None) at ``now``."""
-        policy = policy or MemoryPolicy()
-        return cls(now=now, horizon=horizon(policy), findings=policy.findings)
 
     def problem(self, at: float, until: float, longest: float | None = None) -> str | None:
         """Why an entry with these times cannot be true now (None: they can); ``longest``: its
@@ -77,12 +69,6 @@ class Limits:
         if until > self.now + (self.horizon if longest is None else longest) + self.skew:
             return "an end beyond the longest [memory] time"
         return None
-
-
-def horizon(policy: MemoryPolicy) -> float:
-    """The longest a route, account or chunk memo may count: the largest ``[memory]`` time of
-    ``policy`` but ``findings`` (a finding's state across pushes, bounded on its own)."""
-    return max(float(v) for k, v in policy.model_dump().items() if k != "findings")
 
 
 class _Record(BaseModel):
@@ -153,12 +139,12 @@ class ChunkMemo(_Timed):
     """A review kept for reuse: when, at which head, by which route (``{account identity}/
     {model}``, see :mod:`relay_review.pipeline.memory`).
 
-    Two kinds, both under a content hash (:mod:`relay_review.state.chunks`): a **file unit**
-    (``group`` set: ``paths`` is the one file, ``findings`` its verified findings, ``scope`` a
-    hash of the review's settings, ``group`` the key of the chunk review it came from), and a
-    **chunk review** (``group`` empty: ``paths`` every file of the chunk, ``summary`` the
-    model's summary, ``part`` of ``parts``), which the file units of that chunk share, so a
-    summary is kept once, not once per file."""
+    Two kinds, both under a content hash (:mod:`relay_review.pipeline.review_cache`):
+    a **file unit** (``group`` set: ``paths`` is the one file, ``findings`` its verified
+    findings, ``scope`` a hash of the review's settings, ``group`` the key of the chunk review
+    it came from), and a **chunk review** (``group`` empty: ``paths`` every file of the chunk,
+    ``summary`` the model's summary, ``part`` of ``parts``), which the file units of that chunk
+    share, so a summary is kept once, not once per file."""
 
     head: str = Field("", max_length=64)
     route: str = Field("", max_length=300)

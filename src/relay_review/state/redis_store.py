@@ -70,7 +70,7 @@ from relay_review.state.memory import (
     entry,
     parse,
 )
-from relay_review.state.stores import Wanted, latest_unit
+from relay_review.state.stores import Borrowed, Wanted, latest_unit
 from relay_review.state.urls import url_secrets
 
 log = logging.getLogger("relay_review.state")
@@ -88,7 +88,7 @@ MAX_ENTRY_BYTES = 256 * 1024
 
 #: A finding's name in memory: its pull request's scope (``owner/repo#N:``), then its fingerprint.
 _SCOPE = re.compile(r"^([^#]*#[0-9]+:)")
-#: A review-cache key (:mod:`relay_review.state.chunks`).
+#: A review-cache key (:mod:`relay_review.pipeline.review_cache`).
 _CHUNK_KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
@@ -288,6 +288,9 @@ class RedisStore:
     shares the quota windows through the same server (or cluster)."""
 
     kind = "redis"
+    keeps = True
+    line: str | None = None
+    borrowed: Borrowed | None = None
 
     def __init__(
         self,

@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Protocol
 
 from relay_review._files import atomic_write
+from relay_review.state.ledger import Ledger
 from relay_review.state.memory import (
     MAX_BYTES,
     Limits,
@@ -95,11 +96,47 @@ def findings_scope(repo: str, number: int) -> str:
     return f"{repo}#{number}:"
 
 
-class Store(Protocol):
-    """Memory across runs: read once before routing, written once after."""
+@dataclass(frozen=True)
+class Borrowed:
+    """Route memory taken from another pull request's sticky comment: where (``#12``), and the
+    stored route keys and account identities whose memos came from it (newer than this pull
+    request's own, or not in it)."""
 
-    #: What the report calls it: ``none``, ``file`` or ``comment``.
-    kind: str
+    where: str
+    routes: frozenset[str] = frozenset()
+    accounts: frozenset[str] = frozenset()
+
+
+class Store(Protocol):
+    """Memory across runs: read once before routing, written once after; and what else a
+    caller may need of it, the same for every store (None or False where it has none)."""
+
+    @property
+    def kind(self) -> str:
+        """What the report calls it: ``none``, ``file``, ``comment`` or ``redis``."""
+        ...
+
+    @property
+    def keeps(self) -> bool:
+        """False for the store that keeps nothing (``none``): no record to fold or write."""
+        ...
+
+    @property
+    def ledger(self) -> Ledger | None:
+        """The quota ledger this store shares with every run that uses it (Redis); None: the
+        run keeps its budgets in-process."""
+        ...
+
+    @property
+    def line(self) -> str | None:
+        """The payload line the last :meth:`save` left for the sticky comment (``comment``);
+        None for a store that writes its record itself."""
+        ...
+
+    @property
+    def borrowed(self) -> Borrowed | None:
+        """What the last :meth:`load` took from another pull request (``comment``), if any."""
+        ...
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         """The remembered record; empty when there is none or it is unusable, without the
@@ -135,6 +172,10 @@ class NullStore:
     """``none``: nothing remembered, nothing written."""
 
     kind = "none"
+    keeps = False
+    ledger: Ledger | None = None
+    line: str | None = None
+    borrowed: Borrowed | None = None
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         return Memory()
@@ -148,6 +189,10 @@ class FileStore:
     ``flock`` on ``PATH.lock`` beside it, so concurrent local runs never lose a whole write."""
 
     kind = "file"
+    keeps = True
+    ledger: Ledger | None = None
+    line: str | None = None
+    borrowed: Borrowed | None = None
 
     def __init__(self, path: str | Path, limit: int = 1024 * 1024) -> None:
         self.path = Path(path)
@@ -226,17 +271,6 @@ def read_payload(
     return decode(data, limit, limits)
 
 
-@dataclass(frozen=True)
-class Borrowed:
-    """Route memory taken from another pull request's sticky comment: where (``#12``), and the
-    stored route keys and account identities whose memos came from it (newer than this pull
-    request's own, or not in it)."""
-
-    where: str
-    routes: frozenset[str] = frozenset()
-    accounts: frozenset[str] = frozenset()
-
-
 class CommentStore:
     """``comment``: a hidden payload line in the sticky comment the action already owns.
 
@@ -255,6 +289,8 @@ class CommentStore:
     """
 
     kind = "comment"
+    keeps = True
+    ledger: Ledger | None = None
 
     def __init__(
         self,

@@ -136,7 +136,7 @@ def content_refusal(
     HTML page where the provider's JSON error was due (a gateway's or CDN's web application
     firewall, which blocks on what the diff holds). Such a refusal ends the route for this run
     only: memory never marks the route or its account dead for it
-    (:mod:`relay_review.state.routes`).
+    (:mod:`relay_review.pipeline.route_memory`).
     """
     if not 400 <= status <= 499 or status in _ROUTE_FACTS:
         return False

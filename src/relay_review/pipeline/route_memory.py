@@ -25,7 +25,7 @@ from pydantic import ValidationError
 from relay_review.models import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
 from relay_review.settings import MemoryPolicy
-from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo, horizon
+from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo
 
 #: Outcomes that mean the route will not serve (until its memo runs out).
 DEAD = frozenset({OutcomeKind.NOT_FOUND, OutcomeKind.BAD_REQUEST})
@@ -121,10 +121,17 @@ def recall(
     return counts
 
 
+def horizon(policy: MemoryPolicy) -> float:
+    """The longest a route, account or chunk memo may count: the largest ``[memory]`` time of
+    ``policy`` but ``findings`` (a finding's state across pushes, bounded on its own); what
+    records are read with (:func:`relay_review.pipeline.memory.limits`)."""
+    return max(float(v) for k, v in policy.model_dump().items() if k != "findings")
+
+
 def longest_ttl(policy: MemoryPolicy) -> float:
     """The longest a memo may count: the policy's longest ``[memory]`` TTL (a provider's
     ``Retry-After`` remembered as a cooldown is capped at it); the same bound records are read
-    with (:func:`relay_review.state.memory.horizon`)."""
+    with (:func:`horizon`)."""
     return horizon(policy)
 
 
