@@ -22,8 +22,8 @@ import argparse
 import asyncio
 import logging
 
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.scenarios import SCENARIOS, run_named
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 BASELINE_READ_BOUND = 90.0
 #: The replaced system had no whole-run deadline; 1,200 s (scaled) lets it walk all 12 routes.

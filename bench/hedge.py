@@ -35,8 +35,8 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.scenarios import _MIXED, PORT_ENV, Scenario, fleet_for, run_scenario
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 from relay_review.state import FileStore
 
 HEALTHY = "healthy@0.3,gap=0.01"

@@ -106,7 +106,7 @@ def hungry(tmp: Path, fault: str, runs: int, rpm: int, share: float, timeout: fl
     starts). Returns the most requests granted in any 60 s (all within one window here)."""
     import asyncio
 
-    from relay_review.models import CatalogEntry, Cost, Route
+    from relay_review.records import CatalogEntry, Cost, Route
     from relay_review.routing.budget import AccountBudgets
     from relay_review.state.ledger import Budget
 

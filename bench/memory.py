@@ -23,9 +23,9 @@ import statistics
 import tempfile
 from pathlib import Path
 
+from relay_review.config import Policy
 from relay_review.drill.review import run_review_drill
 from relay_review.drill.scenarios import PORT_ENV, run_named
-from relay_review.settings import Policy
 from relay_review.state import FileStore
 
 HEALTHY = "nim_b/meta/llama-3.3-70b-instruct"

@@ -27,6 +27,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from relay_review.config import validate_policy_data
 from relay_review.drill.review import drill_reply
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.github.comment import MARKER, MAX_BODY_CHARS
@@ -34,7 +35,6 @@ from relay_review.pipeline.review import review as run_review
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import validate_policy_data
 
 BUDGET_MB = 512.0
 WORDS = ["request", "client", "timeout", "route", "catalog", "payload", "cursor", "session"]

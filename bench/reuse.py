@@ -26,13 +26,13 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 
+from relay_review.config import Policy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.pipeline.review import review
 from relay_review.review.diff import DiffIndex
 from relay_review.review.tokens import estimate_tokens
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import Policy
 from relay_review.state import CommentStore
 
 DATA = Path(__file__).resolve().parents[1] / "tests" / "data" / "review"

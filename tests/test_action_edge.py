@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from relay_review.config import CatalogPolicy, Policy
 from relay_review.errors import UsageError
 from relay_review.github.errors import (
     EventError,
@@ -24,7 +25,6 @@ from relay_review.pipeline.gate import Stop
 from relay_review.pipeline.routes import build_run_catalog
 from relay_review.providers.discovery import DiscoveryResult
 from relay_review.routing.catalog import CatalogInputError, build_catalog, parse_discovery
-from relay_review.settings import CatalogPolicy, Policy
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "relay_review"
 
@@ -132,7 +132,7 @@ def _imports(path: Path) -> set[str]:
     ("package", "forbidden"),
     [
         ("commands", ("github", "routing", "state")),
-        ("github", ("pipeline", "render", "action_inputs")),
+        ("github", ("pipeline", "render", "config.inputs")),
         ("providers", ("pipeline", "render")),
     ],
 )

@@ -10,6 +10,7 @@ test here uses respx.
 from __future__ import annotations
 
 import re
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 
 import httpx
@@ -17,10 +18,11 @@ import pytest
 import vcr
 import yaml
 
-from relay_review.models import Account, Deadlines, OutcomeKind
+from relay_review.providers import hints
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.discovery import discover
 from relay_review.providers.discovery.chat_filter import is_chat_model
+from relay_review.records import Account, Deadlines, OutcomeKind
 
 CASSETTES = Path(__file__).parent / "cassettes"
 RECORDER = Path(__file__).parent.parent / "tools" / "record_litellm.py"
@@ -48,6 +50,14 @@ def recorded_uri(cassette: str) -> str:
 def base_of(cassette: str) -> str:
     uri = recorded_uri(cassette)
     return uri.split("?", 1)[0].rsplit("/chat/completions", 1)[0].rsplit("/models", 1)[0]
+
+
+class _RecordedDay(datetime):
+    """``datetime`` whose ``now`` is a fixed day before every recorded reset."""
+
+    @classmethod
+    def now(cls, tz: tzinfo | None = None) -> _RecordedDay:
+        return cls(2026, 6, 1, 12, tzinfo=tz or UTC)
 
 
 async def replay_chat(cassette: str, model: str) -> object:
@@ -234,7 +244,12 @@ async def test_healthy_stream_through_the_gateway() -> None:
         ),
     ],
 )
-async def test_documented_429_bodies_are_rate_limited(cassette: str, model: str) -> None:
+async def test_documented_429_bodies_are_rate_limited(
+    cassette: str, model: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the recorded resets are absolute times (OpenRouter's is 2026-12-02 00:00 UTC): read them
+    # at a clock before them, as the run that met the 429 did
+    monkeypatch.setattr(hints, "datetime", _RecordedDay)
     outcome = await replay_chat(cassette, model)
     assert outcome.kind is OutcomeKind.RATE_LIMITED
     assert outcome.http_status == 429

@@ -17,9 +17,9 @@ import pytest
 
 from relay_review._http import parse_retry_after
 from relay_review.drill import FaultFleet
-from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.status import classify_http_error
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from relay_review.models import Deadlines, Phase
 from relay_review.providers.chat.timeouts import Arrived, timeout_detail
+from relay_review.records import Deadlines, Phase
 
 D = Deadlines(connect=1.5, first_byte=2.25, idle=3.333, attempt=9.95483, first_token=4)
 NO_REPLY = "no complete reply within the attempt bound 9.95s"

@@ -13,6 +13,7 @@ from relay_review import cli
 from relay_review.commands import discover as discover_cmd
 from relay_review.pipeline.publish import serving_routes
 from relay_review.pipeline.routes import zdr_blocked_line
+from relay_review.records import RunReport
 from relay_review.render import plural
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
@@ -115,9 +116,9 @@ def test_served_by_lists_every_serving_route_once_in_chunk_order() -> None:
             {"served_by": {"agent_id": "b/y"}},
         ],
     }
-    assert serving_routes(report) == ["b/y", "a/x"]
-    assert serving_routes({"served_by": {"agent_id": "a/x"}, "chunks": []}) == ["a/x"]
-    assert serving_routes({"served_by": None}) == []
+    assert serving_routes(RunReport.from_json(report)) == ["b/y", "a/x"]
+    assert serving_routes(RunReport.from_json({"served_by": {"agent_id": "a/x"}})) == ["a/x"]
+    assert serving_routes(RunReport.from_json({"served_by": None})) == []
 
 
 def test_require_zdr_leaving_no_route_is_one_line_naming_the_input() -> None:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from relay_review.models import RunReport
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown, route_summary
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -135,7 +135,15 @@ def test_the_unavailable_comment_ends_with_what_to_do_next() -> None:
 
 
 def test_a_reply_whose_findings_were_all_rejected_gives_no_summary() -> None:
-    unverified = [{"path": "a.py", "line": 9, "message": "m", "reason": "not a changed line"}]
+    unverified = [
+        {
+            "path": "a.py",
+            "line": 9,
+            "severity": "low",
+            "message": "m",
+            "reason": "not a changed line",
+        }
+    ]
     body = comment_markdown(report(summary="", findings=[], unverified=unverified))
     assert "No summary: every finding of the reply cited lines not in the diff" in body
 

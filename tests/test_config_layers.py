@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from relay_review.cli import main
+from relay_review.config import Layer, check_override, load_policy, merge_layers
 from relay_review.errors import UsageError
-from relay_review.settings import Layer, check_override, load_policy, merge_layers
 
 
 def _run(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str, str]:

@@ -12,14 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.drill.script import TRIGGER
-from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
 from relay_review.pipeline.route_memory import classify, recall, remember
 from relay_review.providers.chat.status import classify_http_error
+from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Route
 from relay_review.routing.board import RouteBoard
-from relay_review.settings import MemoryPolicy
 from relay_review.state.memory import Memory, RouteMemo
 
 NOW = 1_800_000_000.0

@@ -19,12 +19,12 @@ import pytest
 
 from relay_review import cli
 from relay_review.commands import discover as discover_cmd
+from relay_review.config import env_accounts, parse_policy, resolve_accounts
 from relay_review.errors import UsageError
+from relay_review.kinds import ENV_FAMILIES
 from relay_review.providers.discovery import discover, write_report, zdr_feed_path
 from relay_review.providers.discovery.chat_filter import chat_by_name
 from relay_review.providers.discovery.prices import listing_prices, models_dev_prices
-from relay_review.providers.kinds import ENV_FAMILIES
-from relay_review.settings import env_accounts, parse_policy, resolve_accounts
 
 KEYS = {
     "OPENROUTER_API_KEY": "sk-or-v1-SECRET-openrouter-0001",

@@ -13,8 +13,8 @@ import httpx
 import pytest
 
 from relay_review.drill import Behaviour, FaultFleet, parse_script
-from relay_review.models import Deadlines, OutcomeKind, Phase
 from relay_review.providers.chat.call import chat_call
+from relay_review.records import Deadlines, OutcomeKind, Phase
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 

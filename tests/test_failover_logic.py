@@ -11,13 +11,13 @@ import time
 
 import pytest
 
-from relay_review.models import Outcome, OutcomeKind, Phase, Readiness
+from relay_review.config import PreflightPolicy, ServingPolicy
+from relay_review.records import Outcome, OutcomeKind, Phase, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import PreflightPolicy, ServingPolicy
 
 
 def ok(text="fine"):
@@ -95,7 +95,7 @@ async def test_serving_starts_on_first_ready_route_while_probes_are_in_flight():
     assert result.served_by.model == "healthy"
     assert result.reply == "the reply"
     assert time.monotonic() - start < 1.0  # did not wait for the stalled probe (3 s)
-    rows = {r["model"]: r for r in session.readiness()}
+    rows = {r["model"]: r for r in (p.model_dump() for p in session.readiness())}
     assert rows["healthy"]["status"] == "ready"
     # issue 26: a probe still stalled when the run finished says for how long it got no byte
     assert rows["stall"]["status"] == "abandoned"
@@ -180,7 +180,10 @@ async def test_auth_failure_takes_the_whole_account_out():
     session, result = await run(entries, script, budget=2)  # probes a1, b1
     assert result.served_by is None
     assert script.served_models() == []
-    statuses = {r["model"]: (r["status"], r["detail"]) for r in session.readiness()}
+    statuses = {
+        r["model"]: (r["status"], r["detail"])
+        for r in (p.model_dump() for p in session.readiness())
+    }
     assert statuses["a3"] == ("rejected", "account a: auth_failed")
 
 
@@ -197,7 +200,7 @@ async def test_missing_key_is_rejected_without_a_request_and_never_printed():
     async with session:
         result = await session.serve([{"role": "user", "content": "x"}])
     assert script.calls == [] and result.served_by is None
-    assert session.readiness()[0]["detail"] == "missing key K"
+    assert session.readiness()[0].detail == "missing key K"
 
 
 async def test_whole_run_deadline_bounds_probes_and_serving():
@@ -208,7 +211,10 @@ async def test_whole_run_deadline_bounds_probes_and_serving():
     elapsed = time.monotonic() - start
     assert result.served_by is None and result.stopped == "deadline"
     assert elapsed < 1.5 + 0.5
-    assert all(r["status"] in ("timeout", "unprobed") for r in session.readiness())
+    assert all(
+        r["status"] in ("timeout", "unprobed")
+        for r in (p.model_dump() for p in session.readiness())
+    )
 
 
 def test_next_route_waits_while_preflight_runs_and_nothing_is_ready():

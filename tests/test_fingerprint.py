@@ -3,8 +3,8 @@ kind changes; and the review report carries it."""
 
 from __future__ import annotations
 
-from relay_review.models import ReportFinding
 from relay_review.pipeline.review import with_fingerprints
+from relay_review.records import Finding
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import (
     content_hash,
@@ -85,8 +85,8 @@ def test_the_report_carries_the_fingerprint() -> None:
     index = diff(3)
     found = with_fingerprints(
         [
-            ReportFinding(path="app.py", line=5, severity="high", message="SQL injection"),
-            ReportFinding(path="app.py", line=77, severity="low", message="not in the diff"),
+            Finding(path="app.py", line=5, severity="high", message="SQL injection"),
+            Finding(path="app.py", line=77, severity="low", message="not in the diff"),
         ],
         index,
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import math
 
-from relay_review.models import Readiness
+from relay_review.records import Readiness
 from relay_review.routing.board import HEDGE_FACTOR, HEDGE_FLOOR_S, RouteBoard, hedge_delay
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route

@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from relay_review.config import PreflightPolicy, parse_policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.drill.scenarios import (
     _MIXED,
@@ -24,7 +25,6 @@ from relay_review.drill.scenarios import (
     fleet_for,
 )
 from relay_review.errors import UsageError
-from relay_review.settings import PreflightPolicy, parse_policy
 
 pytestmark = pytest.mark.integration
 

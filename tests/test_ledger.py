@@ -98,8 +98,8 @@ async def test_redis_ledger_day_window_and_closing(redis_server: RedisServer) ->
 
 
 def test_a_state_url_password_is_masked_and_never_echoed(capsys: pytest.CaptureFixture) -> None:
-    from relay_review.action_inputs import secret_values
     from relay_review.cli import main
+    from relay_review.config.inputs import secret_values
     from relay_review.state import url_secrets
     from relay_review.state.redis_store import redact_url
 

@@ -14,7 +14,7 @@ import pytest
 import redis
 
 from redis_server import RedisServer
-from relay_review.models import CatalogEntry, Cost, Route
+from relay_review.records import CatalogEntry, Cost, Route
 from relay_review.routing.budget import AccountBudgets
 from relay_review.state.ledger import Budget, MemoryLedger
 from relay_review.state.redis_store import RedisStore

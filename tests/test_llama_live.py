@@ -23,20 +23,20 @@ import pytest
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tools"))
 import llama_server
 
-from relay_review.drill.review import sample_diff
-from relay_review.models import Account
-from relay_review.pipeline.review import review as run_review
-from relay_review.providers.discovery import discover
-from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import citation_problem, has_word, loops
-from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import (
+from relay_review.config import (
     AccountPolicy,
     Policy,
     PreflightPolicy,
     ReviewPolicy,
     ServingPolicy,
 )
+from relay_review.drill.review import sample_diff
+from relay_review.pipeline.review import review as run_review
+from relay_review.providers.discovery import discover
+from relay_review.records import Account
+from relay_review.review.diff import DiffIndex
+from relay_review.review.verdict import citation_problem, has_word, loops
+from relay_review.routing.catalog import build_catalog, parse_discovery
 
 pytestmark = [
     pytest.mark.llama_live,

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 
+from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
-from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Readiness, Route
 from relay_review.pipeline.route_memory import classify, recall, remember
+from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Readiness, Route
 from relay_review.routing.board import RouteBoard
-from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Memory, check_state_url, open_store
 from relay_review.state.memory import (
     MAX_BYTES,

@@ -13,14 +13,14 @@ import pytest
 import redis
 
 from redis_server import RedisServer
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill import FaultFleet
-from relay_review.models import Catalog, CatalogEntry, Cost, Route
 from relay_review.pipeline.memory import FINGERPRINT_KEY, account_identities, account_identity
 from relay_review.pipeline.review import review
+from relay_review.records import Catalog, CatalogEntry, Cost, Route
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 from relay_review.state import CommentStore
 from relay_review.state.ledger import Budget, MemoryLedger
 from relay_review.state.redis_store import RedisStore

@@ -21,11 +21,11 @@ from action_harness import (
     run_action,
 )
 from github_mock import MockGitHub
-from relay_review.action_inputs import read_action_inputs
+from relay_review.config import Policy
+from relay_review.config.inputs import read_action_inputs
 from relay_review.errors import UsageError
 from relay_review.render import comment_markdown
 from relay_review.review.noise import DEFAULT_CAP, DEFAULT_FLOOR, Noise, inline_plan, unique
-from relay_review.settings import Policy
 
 
 def f(severity: str, fp: str | None = None) -> dict[str, Any]:

@@ -22,7 +22,7 @@ from packaging.requirements import Requirement
 from packaging.utils import canonicalize_name
 
 from relay_review import cli
-from relay_review.settings import Policy, parse_policy
+from relay_review.config import Policy, parse_policy
 
 ROOT = Path(__file__).resolve().parent.parent
 OUTPUTS = {"decision", "served-by", "comment-url", "report-path", "findings"}
@@ -186,7 +186,7 @@ def test_every_input_is_documented_with_a_default_and_none_is_required():
 
 
 def test_action_inputs_are_the_ones_the_code_reads():
-    action_inputs = pytest.importorskip("relay_review.action_inputs")
+    action_inputs = pytest.importorskip("relay_review.config.inputs")
     declared = set(_action()["inputs"])
     read = set(action_inputs.PARSERS)
     only_yml, only_code = sorted(declared - read), sorted(read - declared)
@@ -194,7 +194,7 @@ def test_action_inputs_are_the_ones_the_code_reads():
 
 
 def test_action_defaults_pass_the_code_validation():
-    action_inputs = pytest.importorskip("relay_review.action_inputs")
+    action_inputs = pytest.importorskip("relay_review.config.inputs")
     env = {
         f"INPUT_{name.upper()}": ("dummy" if name == "github-token" else spec["default"])
         for name, spec in _action()["inputs"].items()

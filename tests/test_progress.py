@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from relay_review.models import Deadlines
+from relay_review.records import Deadlines
 from relay_review.routing import progress
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -22,16 +22,16 @@ import pytest
 
 from relay_review._http import parse_duration
 from relay_review.commands.common import add_serving_args, policy_from_args
+from relay_review.config import Layer, PreflightPolicy, ServingPolicy, merge_layers
 from relay_review.drill import FaultFleet
 from relay_review.errors import UsageError
-from relay_review.models import Deadlines, OutcomeKind, Phase
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.keycheck import key_check
 from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import read_rate_hint
+from relay_review.records import Deadlines, OutcomeKind, Phase
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Layer, PreflightPolicy, ServingPolicy, merge_layers
 
 NOW = datetime(2026, 9, 1, 12, 0, 0, tzinfo=UTC)
 NOW_MS = int(NOW.timestamp() * 1000)
@@ -420,7 +420,7 @@ async def test_wrong_gateway_master_key_still_removes_the_whole_account() -> Non
         tried_gw = fleet.chat_requests("gw")
     assert result.served_by is not None and result.served_by.account == "other"
     assert len(tried_gw) == 1  # m/b never tried: the key check confirmed the account is out
-    rows = {r["model"]: r for r in session.readiness()}
+    rows = {r["model"]: r for r in (p.model_dump() for p in session.readiness())}
     assert rows["m/b"]["status"] == "rejected"
     assert "key refused by GET /models" in rows["m/b"]["detail"]
 
@@ -453,7 +453,7 @@ async def test_daily_quota_takes_the_accounts_free_routes_out_after_one_request(
         session, result = await _serve(entries, {"K_OR": "k", "K_OTHER": "k"}, budget=1)
         assert len(fleet.chat_requests("or")) == 1
     assert result.served_by is not None and result.served_by.account == "other"
-    rows = {r["model"]: r for r in session.readiness()}
+    rows = {r["model"]: r for r in (p.model_dump() for p in session.readiness())}
     for model in ("f/a", "f/b", "f/c"):
         row = rows[model]
         assert row["status"] == "deferred", row

@@ -17,17 +17,17 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from relay_review.models import Deadlines, Outcome, OutcomeKind, Readiness
+from relay_review.config import MemoryPolicy, PreflightPolicy, ServingPolicy
 from relay_review.pipeline.route_memory import classify, longest_ttl
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import MAX_WAIT_S, read_rate_hint, reset_at
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.budget import LONGEST_CLOSE_S, AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import MemoryPolicy, PreflightPolicy, ServingPolicy
 from relay_review.state.ledger import Budget, MemoryLedger
 
 HOSTILE = ["1e999", "-1e999", "inf", "nan", "99999999999", "1e308", "-5", "0x10", "9" * 400]

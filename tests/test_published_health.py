@@ -18,8 +18,8 @@ import httpx
 import pytest
 import vcr
 
+from relay_review.config import parse_policy
 from relay_review.drill.fleet import FaultFleet
-from relay_review.models import Catalog, CatalogEntry, Cost
 from relay_review.pipeline.routes import published_health
 from relay_review.providers.health import (
     FREE_PER_DAY,
@@ -28,9 +28,9 @@ from relay_review.providers.health import (
     percent,
     read_health,
 )
+from relay_review.records import Catalog, CatalogEntry, Cost
 from relay_review.render import comment_markdown, readiness_table
 from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
-from relay_review.settings import parse_policy
 
 CASSETTES = Path(__file__).parent / "cassettes" / "openrouter_health"
 replay = vcr.VCR(

@@ -15,7 +15,7 @@ import redis.asyncio as aioredis
 from delay_proxy import DelayProxy
 from ledger_load import run_load
 from redis_server import RedisServer
-from relay_review.settings import Policy, StatePolicy
+from relay_review.config import Policy, StatePolicy
 from relay_review.state import open_store
 from relay_review.state.ledger import _CLOSE, _RESERVE, Budget, RedisLedger
 from relay_review.state.redis_store import RedisStore

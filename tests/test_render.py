@@ -20,7 +20,13 @@ def report(**over):
             }
         ],
         "unverified": [
-            {"path": "a.py", "line": 99, "message": "m", "reason": "line 99 is not a changed line"}
+            {
+                "path": "a.py",
+                "line": 99,
+                "severity": "low",
+                "message": "m",
+                "reason": "line 99 is not a changed line",
+            }
         ],
         "files": [
             {"path": "src/app.py", "status": "reviewed", "reason": ""},

@@ -107,6 +107,7 @@ def hostile_report() -> dict:
             {
                 "path": "app/c.py",
                 "line": 9,
+                "severity": "low",
                 "message": evil,
                 "reason": "line 9 (RIGHT) is not changed",
             }

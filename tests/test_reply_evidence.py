@@ -14,10 +14,11 @@ from collections.abc import Callable
 import httpx
 import pytest
 
+from relay_review.config import AccountPolicy, Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.review import sample_diff
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
-from relay_review.models import Deadlines, Outcome, OutcomeKind
 from relay_review.pipeline.review import review as run_review
+from relay_review.records import Deadlines, Outcome, OutcomeKind
 from relay_review.render import comment_markdown
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
@@ -31,7 +32,6 @@ from relay_review.review.verdict import (
     validate_parts,
 )
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import AccountPolicy, Policy, PreflightPolicy, ServingPolicy
 
 INDEX = DiffIndex.from_diff(sample_diff())
 [CHUNK] = plan_chunks(INDEX, 4000).chunks

@@ -13,13 +13,13 @@ from typing import Any
 import pytest
 import redis
 
+from relay_review.config import Policy
 from relay_review.drill import FaultFleet
-from relay_review.models import RunReport
 from relay_review.pipeline.review import review
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown, review_text
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import Policy
 from relay_review.state import CommentStore, FileStore, Memory
 from relay_review.state.memory import ChunkMemo, ReusedFinding, decode
 

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.review import (
     REVIEW_DRILL_CHUNK_TOKENS,
     drill_reply,
@@ -19,7 +20,6 @@ from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ,
 from relay_review.pipeline.review import review as run_review
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 

@@ -111,7 +111,8 @@ def test_response_format_and_schema() -> None:
     assert RESPONSE_FORMAT["json_schema"]["schema"] is REPLY_SCHEMA
     item = REPLY_SCHEMA["properties"]["findings"]["items"]
     optional = {"end_line", "suggestion"}  # a finding may carry a suggestion
-    internal = {"replaces"}  # set by validate() from the diff, never by the model
+    # set by validate() from the diff, by the review and by publishing, never by the model
+    internal = {"replaces", "fingerprint", "cited", "state", "first_seen", "reason"}
     assert set(item["required"]) == set(Finding.model_fields) - optional - internal
     assert set(item["properties"]) == set(Finding.model_fields) - internal
     json.dumps(RESPONSE_FORMAT)

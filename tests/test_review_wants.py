@@ -10,13 +10,13 @@ import re
 
 import pytest
 
-from relay_review.models import ReportFinding, RunReport, Verdict
+from relay_review.records import Finding, RunReport, Verdict
 from relay_review.render import comment_markdown, line_comment_body, suggestion_diff
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import Instructions, build_messages, prompt_overhead_tokens
 from relay_review.review.tokens import estimate_tokens
-from relay_review.review.verdict import Finding, parse_reply, suggestion_problem, validate
+from relay_review.review.verdict import parse_reply, suggestion_problem, validate
 
 GUIDE = "Flag any SQL built with string formatting as high severity."
 
@@ -220,13 +220,15 @@ def test_suggestion_fences_are_longer_than_any_backtick_run_inside() -> None:
     fence = block.split("\n", 1)[0].removesuffix("diff")
     assert fence == "`" * 5 and block.endswith("\n" + fence)
     assert "<!--" not in block  # no hidden comment (a forged sticky marker) in the raw body
-    body = line_comment_body({"severity": "high", "message": "m", "suggestion": "a ``` b",
-                              "replaces": ["x"]})  # fmt: skip
+    body = line_comment_body(Finding(path="a.py", line=1, severity="high", message="m",
+                                     suggestion="a ``` b", replaces=("x",)))  # fmt: skip
     assert "\n````suggestion\na ``` b\n````" in body
-    assert "suggestion" not in line_comment_body({"severity": "low", "message": "m"})
+    assert "suggestion" not in line_comment_body(
+        Finding(path="a.py", line=1, severity="low", message="m")
+    )
 
 
-def report_with(findings: list[ReportFinding]) -> RunReport:
+def report_with(findings: list[Finding]) -> RunReport:
     return RunReport(
         verdict=Verdict(decision="comment", summary="s", findings=findings),
         provenance="inline policy",
@@ -235,7 +237,7 @@ def report_with(findings: list[ReportFinding]) -> RunReport:
 
 
 def test_sticky_comment_shows_the_suggestion_as_a_diff_and_names_the_guidelines() -> None:
-    f = ReportFinding(
+    f = Finding(
         path="app/db.py", line=11, end_line=11, severity="high", message="m",
         suggestion=FIX, replaces=["    query = 'select * from t where n = %s' % name"],
     )  # fmt: skip
@@ -245,7 +247,7 @@ def test_sticky_comment_shows_the_suggestion_as_a_diff_and_names_the_guidelines(
 
 
 def test_a_hard_cut_never_leaves_a_suggestion_block_open() -> None:
-    big = ReportFinding(
+    big = Finding(
         path="a.py", line=1, end_line=1, severity="low", message="m",
         suggestion="\n".join(f"y{i} = {i}" for i in range(40)), replaces=["x"],
     )  # fmt: skip

@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.scenarios import (
     SCENARIOS,
@@ -23,11 +24,10 @@ from relay_review.drill.scenarios import (
     fleet_for,
     run_scenario,
 )
-from relay_review.models import CatalogEntry
+from relay_review.records import CatalogEntry
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy, PreflightPolicy, ServingPolicy
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 
@@ -279,7 +279,7 @@ async def test_preflight_classifies_every_outcome_kind_within_the_probe_bound():
         async with session:
             await session.wait_preflight()
         elapsed = time.monotonic() - start
-    rows = {r["model"].split("/", 1)[1]: r for r in session.readiness()}
+    rows = {r["model"].split("/", 1)[1]: r for r in (p.model_dump() for p in session.readiness())}
     for spec, (status, http) in PROBE_CASES.items():
         row = rows[spec]
         assert (row["status"], row["http_status"]) == (status, http), (spec, row)
@@ -320,7 +320,7 @@ async def test_auth_and_payment_failures_reject_the_whole_account_over_sockets()
         )
         async with session:
             result = await session.serve([{"role": "user", "content": "hi"}])
-    fates = {r["agent_id"]: r["status"] for r in session.readiness()}
+    fates = {r["agent_id"]: r["status"] for r in (p.model_dump() for p in session.readiness())}
     assert fates["bad/x/ok"] == "rejected" and fates["broke/y/ok"] == "rejected"
     assert result.served_by.agent_id == "good/z/ok"
     assert [a.agent_id for a in result.attempts] == ["good/z/ok"]

@@ -434,7 +434,7 @@ def _env(**inputs: str) -> dict[str, str]:
 
 
 def test_inputs_parse_like_the_runner_passes_them() -> None:
-    from relay_review.action_inputs import read_action_inputs
+    from relay_review.config.inputs import read_action_inputs
 
     inputs = read_action_inputs(
         _env(
@@ -475,7 +475,7 @@ def test_inputs_parse_like_the_runner_passes_them() -> None:
     ],
 )
 def test_every_bad_input_is_named(name: str, value: str, message: str) -> None:
-    from relay_review.action_inputs import read_action_inputs
+    from relay_review.config.inputs import read_action_inputs
     from relay_review.errors import UsageError
 
     with pytest.raises(UsageError) as info:
@@ -484,7 +484,7 @@ def test_every_bad_input_is_named(name: str, value: str, message: str) -> None:
 
 
 def test_orchestrator_repo_needs_a_ref() -> None:
-    from relay_review.action_inputs import read_action_inputs
+    from relay_review.config.inputs import read_action_inputs
     from relay_review.errors import UsageError
 
     with pytest.raises(UsageError, match="input `orchestrator-ref` is required when"):
@@ -492,7 +492,7 @@ def test_orchestrator_repo_needs_a_ref() -> None:
 
 
 def test_inline_policy_layers_under_inputs() -> None:
-    from relay_review.action_inputs import read_action_inputs
+    from relay_review.config.inputs import read_action_inputs
     from relay_review.github.event import parse_event
     from relay_review.pipeline.policy import resolve_policy
 
@@ -504,7 +504,7 @@ def test_inline_policy_layers_under_inputs() -> None:
     assert (policy.serving.deadline, policy.serving.attempt) == (30, 30)  # attempt capped
     assert policy.review.exclude == ["*.lock"]
     assert origin.provenance == "inline policy (workflow input `policy`)"
-    assert origin.to_json()["input_overrides"]["catalog"] == {"limit": 5}
+    assert origin.summary().input_overrides["catalog"] == {"limit": 5}
 
 
 def test_redaction_covers_nested_data(capsys: pytest.CaptureFixture[str]) -> None:

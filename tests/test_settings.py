@@ -8,10 +8,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from relay_review.errors import UsageError
-from relay_review.providers.kinds import OPENCODE_GO_BASE_URL
-from relay_review.settings import (
-    Account,
+from relay_review.config import (
     Policy,
     env_accounts,
     key_conventions,
@@ -21,6 +18,9 @@ from relay_review.settings import (
     resolve_accounts,
     resolve_require_zdr,
 )
+from relay_review.errors import UsageError
+from relay_review.kinds import OPENCODE_GO_BASE_URL
+from relay_review.records import Account
 
 SOURCE = "relay-review.toml"
 
@@ -493,7 +493,7 @@ def test_suffix_round_trips_through_policy_defaults(suffix: str) -> None:
 def test_rules_across_keys_apply_to_the_merged_layers(tmp_path):
     """One layer may set serving.attempt above the default deadline when another layer raises
     the deadline (found by an audit); the merged policy is still checked."""
-    from relay_review.settings import load_policy
+    from relay_review.config import load_policy
 
     pinned = tmp_path / "pinned.toml"
     pinned.write_text("[serving]\ndeadline = 1200\n")

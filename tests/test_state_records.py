@@ -25,9 +25,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from redis_server import KINDS, RedisServer, serve
+from relay_review.config import MemoryPolicy
 from relay_review.pipeline.memory import limits
 from relay_review.pipeline.route_memory import ago, horizon
-from relay_review.settings import MemoryPolicy
 from relay_review.state import FileStore, Memory, Wanted
 from relay_review.state.memory import (
     MAX_DEPTH,
@@ -437,8 +437,8 @@ async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
 def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
     """A provider's wait of ages (``Retry-After: 99999999999``) never makes a memo past every
     bound: it is capped at the longest ``[memory]`` time, and the run's save goes on."""
-    from relay_review.models import CatalogEntry, Cost, Outcome, OutcomeKind, Route
     from relay_review.pipeline.route_memory import remember
+    from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Route
     from relay_review.routing.board import RouteBoard
 
     route = Route(

@@ -19,7 +19,7 @@ import pytest
 
 from action_harness import run_action
 from github_mock import MockGitHub
-from relay_review.action_inputs import secret_values
+from relay_review.config.inputs import secret_values
 from relay_review.state import check_state_url, open_store, url_secrets
 
 PASSWORD = "Zq7#xV@k9/Wm?pL"

@@ -34,12 +34,12 @@ from action_harness import policy_toml, run_action, standard_fleet
 from delay_proxy import DelayProxy
 from github_mock import MockGitHub
 from redis_server import RedisServer
+from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.drill.scenarios import SCENARIOS, discovery_for, drill_environ, fleet_for
-from relay_review.models import Outcome, OutcomeKind
+from relay_review.records import Outcome, OutcomeKind
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import PreflightPolicy, ServingPolicy
 from relay_review.state.ledger import Budget, MemoryLedger, Reservation
 
 FAULTS = ["closed", "killed", "stopped", "restarted", "slow", "sluggish"]
@@ -314,7 +314,7 @@ async def test_one_probe_exception_never_ends_preflight_for_the_others(
     async with session:
         await session.wait_preflight()
         result = await session.serve([{"role": "user", "content": "hi"}])
-    rows = {r["model"]: r for r in session.readiness()}
+    rows = {r["model"]: r for r in (p.model_dump() for p in session.readiness())}
     assert {rows[m]["status"] for m in ("one", "two", "three")} == {"ready"}
     assert rows["boom"]["status"] == "rejected"
     if where != "key_check":  # there the probe's own 401 says more

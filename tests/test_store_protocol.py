@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from relay_review.config import Policy
 from relay_review.pipeline.action import KeptStore
 from relay_review.pipeline.memory import RunMemory
 from relay_review.pipeline.routes import account_budgets
-from relay_review.settings import Policy
 from relay_review.state import CommentStore, FileStore, Memory, NullStore, Store
 from relay_review.state.ledger import MemoryLedger, RedisLedger
 from relay_review.state.memory import RouteMemo

@@ -28,8 +28,8 @@ from relay_review.github.threads import (
     read_threads,
     same_actor,
 )
-from relay_review.models import ReportFinding
 from relay_review.pipeline.review import with_fingerprints
+from relay_review.records import Finding
 from relay_review.review.diff import DiffIndex
 
 BOT_REST = "github-actions[bot]"
@@ -54,8 +54,7 @@ def index(a: str = BUG_A, b: str = BUG_B, above: int = 0) -> DiffIndex:
 
 def findings(idx: DiffIndex, *lines: int) -> list[dict[str, Any]]:
     raw = [
-        ReportFinding(path="app.py", line=n, severity="high", message=f"problem on {n}")
-        for n in lines
+        Finding(path="app.py", line=n, severity="high", message=f"problem on {n}") for n in lines
     ]
     return [f.model_dump(mode="json") for f in with_fingerprints(raw, idx)]
 
@@ -74,7 +73,7 @@ def our_thread(f: dict[str, Any], first: str = HEAD1, **kw: Any) -> Thread:
 
 def run_plan(fs, threads, remembered=None, idx=None, head=HEAD2, known=None):
     return plan(
-        fs,
+        [Finding.model_validate(f) for f in fs],
         threads,
         remembered or {},
         idx or index(),
@@ -205,7 +204,7 @@ def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() ->
         "@@ -1,3 +1,2 @@\n ctx = 1\n-check(password)\n keep = 2\n"
     )
     removed = DiffIndex.from_diff(text)
-    raw = [ReportFinding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
+    raw = [Finding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
     (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, removed)]
     assert f["fingerprint"]
     p = run_plan([], [our_thread(f)], idx=removed)
@@ -394,14 +393,14 @@ def test_a_refused_batch_falls_back_to_at_most_n_single_comments(github_mock: Mo
 
 
 def story_report() -> Any:
-    from relay_review.models import Decision, RunReport, Verdict
+    from relay_review.records import Decision, RunReport, Verdict
 
     hostile = "app.py<!-- x --> @team $x$"
     report = RunReport(
         verdict=Verdict(
             decision=Decision.COMMENT,
             findings=[
-                ReportFinding(
+                Finding(
                     path="app.py",
                     line=3,
                     severity="medium",
@@ -409,7 +408,7 @@ def story_report() -> Any:
                     state="open",
                     first_seen=HEAD1[:12],
                 ),
-                ReportFinding(path="app.py", line=9, severity="low", message="new", state="new"),
+                Finding(path="app.py", line=9, severity="low", message="new", state="new"),
             ],
         )
     )
@@ -474,8 +473,9 @@ def test_line_comments_keep_their_suggestion_and_end_with_the_marker(
     secrets = Secrets()
     secrets.add(["sk-secret-0123456789"])
     repo = github_mock.client().get_repo("octocat/Hello-World")
-    out = post_line_comments(repo, Event(), [f], secrets)  # type: ignore[arg-type]
-    assert out["posted"] == 1
+    finding = Finding.model_validate(f)
+    out = post_line_comments(repo, Event(), [finding], secrets)  # type: ignore[arg-type]
+    assert out.posted == 1
     (call,) = github_mock.calls("POST", "/pulls/7/reviews$")
     (comment,) = call.body["comments"]
     assert (comment["start_line"], comment["line"]) == (2, 3)

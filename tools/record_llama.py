@@ -27,8 +27,8 @@ sys.path.insert(0, str(ROOT / "tools"))
 import llama_server  # noqa: E402
 
 from relay_review.drill.review import sample_diff  # noqa: E402
-from relay_review.models import Deadlines  # noqa: E402
 from relay_review.providers.chat.call import chat_call  # noqa: E402
+from relay_review.records import Deadlines  # noqa: E402
 from relay_review.review.chunks import plan_chunks  # noqa: E402
 from relay_review.review.diff import DiffIndex  # noqa: E402
 from relay_review.review.prompt import (  # noqa: E402

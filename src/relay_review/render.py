@@ -17,19 +17,23 @@ from typing import Any
 from pydantic import BaseModel
 
 from relay_review._text import scrub_text, show_invisible
-from relay_review.models import (
-    AttemptReport,
+from relay_review.records import (
+    Attempt,
     Catalog,
     Decision,
     FileReport,
-    ProbeReport,
-    ReportFinding,
-    RouteRef,
+    Finding,
+    Probe,
+    QuotaReport,
+    RunContext,
     RunReport,
     SelectedRoute,
-    UnverifiedFinding,
+    ServedBy,
 )
 from relay_review.review.verdict import suggestion_lines
+
+#: Where the findings link to: the run's context and the pull request's number.
+Where = tuple[RunContext | None, int | None]
 
 #: Rows as typed records, or as their JSON form (the CLI commands' reports); JSON is coerced.
 Rows = Sequence[Any]
@@ -166,9 +170,9 @@ def _served_ids(served_by: Any) -> set[str]:
     """Agent ids of one route or a list of routes (typed or JSON)."""
     if not served_by:
         return set()
-    if isinstance(served_by, Mapping | RouteRef):
+    if isinstance(served_by, Mapping | ServedBy):
         served_by = [served_by]
-    return {r.agent_id for r in _typed(RouteRef, [s for s in served_by if s])}
+    return {r.agent_id for r in _typed(ServedBy, [s for s in served_by if s])}
 
 
 def catalog_table(catalog: Catalog) -> str:
@@ -205,12 +209,12 @@ def readiness_rows(
     ``found`` names the fault: the route's last failed serving attempt (from ``attempts``), else
     its probe's detail when the probe did not find it ready.
     """
-    by_id = {r.agent_id: r for r in _typed(ProbeReport, readiness)}
-    failures = {a.agent_id: a for a in _typed(AttemptReport, attempts) if a.outcome != "ok"}
+    by_id = {r.agent_id: r for r in _typed(Probe, readiness)}
+    failures = {a.agent_id: a for a in _typed(Attempt, attempts) if a.outcome != "ok"}
     served = _served_ids(served_by)
     rows = []
     for c in _typed(SelectedRoute, catalog):
-        r = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
+        r = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
         rows.append(
             [
                 c.priority,
@@ -235,32 +239,24 @@ def _uptime(value: Any) -> str:
     return f", uptime {round(min(100.0, max(0.0, float(value))), 1):g} %"
 
 
-def quota_line(quota: Any, code: Any = plain) -> str | None:
+def quota_line(quota: QuotaReport | None, code: Any = plain) -> str | None:
     """What the review cost: ``3 requests; 3 on `openrouter` of its 50 free a day (free
     tier; ...)``, from the report's ``quota`` (requests let out per account, probes included,
     and what OpenRouter's key endpoint said). None when the run has no such record. Every
-    number is the report's (input): only whole numbers >= 0 are shown."""
-    if not isinstance(quota, Mapping):
+    number is the report's (input): only counts >= 0 are shown."""
+    if quota is None:
         return None
-    raw = quota.get("requests_by_account")
-    sent = {
-        str(k): v
-        for k, v in (raw.items() if isinstance(raw, Mapping) else ())
-        if isinstance(v, int) and not isinstance(v, bool) and v >= 0
-    }
+    sent = {k: v for k, v in quota.requests_by_account.items() if v >= 0}
     parts = [plural(sum(sent.values()), "request")]
-    keys = quota.get("keys")
-    for name, info in sorted(keys.items() if isinstance(keys, Mapping) else ()):
-        if not isinstance(info, Mapping):
-            continue
-        n = sent.get(str(name), 0)
-        per_day = info.get("free_per_day")
-        if isinstance(per_day, int) and not isinstance(per_day, bool) and per_day > 0:
+    for name, info in sorted(quota.keys.items()):
+        n = sent.get(name, 0)
+        per_day = info.free_per_day
+        if per_day is not None and per_day > 0:
             parts.append(
                 f"{n} on {code(name, 80)} of its {per_day} free a day (free tier; OpenRouter "
                 "does not report how many are left today)"
             )
-        elif info.get("is_free_tier") is False:
+        elif info.is_free_tier is False:
             parts.append(f"{n} on {code(name, 80)} (not on the free tier)")
     return "; ".join(parts)
 
@@ -282,7 +278,7 @@ def _stall(detail: str, elapsed: float | None) -> str | None:
     return f"{said} ({detail})"  # the detail still names the phase and the bound that struck
 
 
-def _found(probe: ProbeReport, failure: AttemptReport | None) -> str:
+def _found(probe: Probe, failure: Attempt | None) -> str:
     if failure is not None:
         stall = (
             _stall(failure.detail or "", failure.elapsed_s)
@@ -354,7 +350,7 @@ def attempt_rows(attempts: Rows) -> list[list[Any]]:
     """One row per attempt, numbered from 1."""
     return [
         [i, a.started_s, a.agent_id, a.purpose, a.phase, a.outcome, a.http_status, a.elapsed_s]
-        for i, a in enumerate(_typed(AttemptReport, attempts), 1)
+        for i, a in enumerate(_typed(Attempt, attempts), 1)
     ]
 
 
@@ -446,29 +442,30 @@ def md_table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     return "\n".join(out)
 
 
-def _finding_link(f: ReportFinding, ctx: Mapping[str, Any]) -> str:
+def _finding_link(f: Finding, ctx: Where) -> str:
     """``path:line`` as a link to the head (RIGHT) or base (LEFT) commit, when the PR is known."""
     label = md_code(f"{f.path}:{f.line}{' (old)' if f.side == 'LEFT' else ''}")
-    sha = ctx.get("base_sha") if f.side == "LEFT" else ctx.get("head_sha")
-    if not (ctx.get("server_url") and ctx.get("repo") and sha):
+    context, number = ctx
+    if context is None:
+        return label
+    sha = context.base_sha if f.side == "LEFT" else context.head_sha
+    if not (context.server_url and context.repo and sha):
         return label
     import hashlib
     from urllib.parse import quote
 
-    number = ctx.get("number")
-    if isinstance(number, int) and not isinstance(number, bool) and number > 0:
+    server, repo = context.server_url, context.repo
+    if number is not None and number > 0:
         # the line in the pull request's diff: GitHub anchors a file by its path's SHA-256
         anchor = hashlib.sha256(str(f.path).encode("utf-8", "surrogatepass")).hexdigest()
         side = "L" if f.side == "LEFT" else "R"
-        url = f"{ctx['server_url']}/{ctx['repo']}/pull/{number}/files#diff-{anchor}{side}{f.line}"
+        url = f"{server}/{repo}/pull/{number}/files#diff-{anchor}{side}{f.line}"
     else:
-        url = f"{ctx['server_url']}/{ctx['repo']}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
+        url = f"{server}/{repo}/blob/{sha}/{quote(str(f.path))}#L{int(f.line)}"
     return f"[{label}]({url})"
 
 
-def _findings_md(
-    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
-) -> str:
+def _findings_md(findings: Sequence[Finding], ctx: Where, *, suggestions: bool = True) -> str:
     lines = []
     for f in findings:
         quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
@@ -490,7 +487,7 @@ STATE_WORDS = {
 }
 
 
-def _state_md(f: ReportFinding) -> str:
+def _state_md(f: Finding) -> str:
     """`` (still open, first seen at `abc`)`` when the finding's state across pushes is known."""
     if not f.state:
         return ""
@@ -503,31 +500,28 @@ def _lifecycle_section(report: RunReport) -> Section | None:
     """The pull request's story across pushes: counts, then the earlier findings that are not
     in this push (fixed, dismissed, or still open though not reported again)."""
     life = report.lifecycle
-    if not isinstance(life, Mapping):
+    if life is None:
         return None
-    raw = life.get("counts")
-    counts: Mapping[str, Any] = raw if isinstance(raw, Mapping) else {}
 
     def n(key: str) -> int:
-        value = counts.get(key)
-        return value if isinstance(value, int) else 0
+        return life.counts.get(key, 0)
 
     head = (
         f"**Across pushes:** {n('new')} new since the last push · {n('open')} still open · "
         f"{n('fixed')} fixed · {n('dismissed')} dismissed"
     )
-    earlier = [e for e in life.get("earlier") or [] if isinstance(e, Mapping)]
+    earlier = life.earlier
     if not (earlier or n("open") or n("fixed") or n("dismissed")):
         return None  # a first push: every finding is new, nothing to tell yet
     if not earlier:
         return ("lifecycle", head, head)
     rows = []
     for e in earlier:
-        where = md_code(f"{e.get('path')}" + (f":{e.get('line')}" if e.get("line") else ""))
-        state = STATE_WORDS.get(str(e.get("state")), md_text(e.get("state"), 20))
-        how = e.get("how")
-        note = f" ({md_text(how, 40)})" if how and how != e.get("state") else ""
-        first = f", first seen at {md_code(e.get('first_seen'), 12)}" if e.get("first_seen") else ""
+        where = md_code(f"{e.path}" + (f":{e.line}" if e.line else ""))
+        state = STATE_WORDS.get(str(e.state), md_text(e.state, 20))
+        how = e.how
+        note = f" ({md_text(how, 40)})" if how and how != e.state else ""
+        first = f", first seen at {md_code(e.first_seen, 12)}" if e.first_seen else ""
         rows.append(f"- {where}: **{state}**{note}{first}")
     body = "\n".join(rows)
     full = f"{head}\n\n" + _details(f"Findings of earlier pushes ({len(earlier)})", body)
@@ -545,16 +539,12 @@ def suggestion_block(suggestion: str) -> str:
     return "\n".join([f"{fence}suggestion", *lines, fence])
 
 
-def line_comment_body(finding: Mapping[str, Any]) -> str:
+def line_comment_body(finding: Finding) -> str:
     """An inline review comment for a verified finding: severity and message (escaped), and
     its checked suggestion as a ``suggestion`` block when it carries one."""
-    body = (
-        f"**relay-review · {md_text(finding.get('severity', ''), 10)}**: "
-        f"{md_text(finding.get('message', ''), 3000)}"
-    )
-    suggestion = finding.get("suggestion")
-    if isinstance(suggestion, str) and finding.get("replaces"):
-        body += "\n\n" + suggestion_block(suggestion)
+    body = f"**relay-review · {md_text(finding.severity, 10)}**: {md_text(finding.message, 3000)}"
+    if finding.suggestion is not None and finding.replaces:
+        body += "\n\n" + suggestion_block(finding.suggestion)
     return body
 
 
@@ -645,9 +635,7 @@ def _head_section(report: RunReport) -> Section:
     return ("head", f"{head}\n\n{summary}", f"{head}\n\n{short}")
 
 
-def _findings_body(
-    findings: Sequence[ReportFinding], ctx: Mapping[str, Any], *, suggestions: bool = True
-) -> str:
+def _findings_body(findings: Sequence[Finding], ctx: Where, *, suggestions: bool = True) -> str:
     """Medium and high findings listed; low ones folded under them (noise control)."""
     main = [f for f in findings if str(f.severity).lower() != "low"]
     low = [f for f in findings if str(f.severity).lower() == "low"]
@@ -660,34 +648,26 @@ def _findings_body(
 
 def _inline_note(report: RunReport) -> str:
     """Which findings are in this comment only (issue 26's noise controls), or ``""``."""
-    raw = (report.model_extra or {}).get("inline")
-    if not isinstance(raw, Mapping):
+    inline = report.inline
+    if inline is None:
         return ""
-
-    def n(key: str) -> int:
-        value = raw.get(key)
-        return value if isinstance(value, int) and not isinstance(value, bool) else 0
-
     held = []
-    if n("below_floor"):
-        floor = md_text(raw.get("min_severity"), 10)
-        held.append(f"{n('below_floor')} below the severity floor ({floor})")
-    if n("over_cap"):
-        held.append(f"{n('over_cap')} over the cap of {n('max_inline')} a run")
+    if inline.below_floor:
+        floor = md_text(inline.min_severity, 10)
+        held.append(f"{inline.below_floor} below the severity floor ({floor})")
+    if inline.over_cap:
+        held.append(f"{inline.over_cap} over the cap of {inline.max_inline} a run")
     if not held:
         return ""
     return (
-        f"\n\n_{plural(n('inline'), 'finding')} posted as line comments; "
+        f"\n\n_{plural(inline.inline, 'finding')} posted as line comments; "
         f"{' and '.join(held)} are in this comment only._"
     )
 
 
 def _findings_section(report: RunReport) -> Section | None:
     findings = report.verdict.findings
-    ctx = {**(report.context or {})}
-    number = (report.pull_request or {}).get("number")
-    if number is not None:
-        ctx.setdefault("number", number)
+    ctx: Where = (report.context, report.pull_request.number if report.pull_request else None)
     if not findings:
         if report.decision == Decision.UNAVAILABLE:
             return None
@@ -738,7 +718,7 @@ def _walkthrough_section(report: RunReport) -> Section | None:
     return ("walkthrough", f"**{title}**\n\n{body}", f"_{len(rows)} walkthrough lines omitted._")
 
 
-def _unverified_line(u: UnverifiedFinding) -> str:
+def _unverified_line(u: Finding) -> str:
     return (
         f"- {md_code(str(u.path) + ':' + str(u.line))}: {md_text(u.message, 300)} — "
         f"_rejected: {md_text(u.reason, 300)}_"
@@ -783,12 +763,12 @@ def _reused_section(report: RunReport) -> Section | None:
     return ("reused", _details(title, body), f"_{len(reused)} files reused from an earlier run._")
 
 
-def _servers(report: RunReport) -> list[RouteRef]:
+def _servers(report: RunReport) -> list[ServedBy]:
     chunk_servers = [c.served_by for c in report.chunks if c.served_by and not c.reused]
     return chunk_servers or ([report.served_by] if report.served_by else [])
 
 
-def _fault_word(probe: ProbeReport, failure: AttemptReport | None) -> str | None:
+def _fault_word(probe: Probe, failure: Attempt | None) -> str | None:
     """A route's fault in one word for the route summary (``stalled``, ``429``, ``no key``),
     or ``None`` when it did not fail (ready, or never tried)."""
     if failure is not None:
@@ -819,7 +799,7 @@ def route_summary(report: RunReport) -> str:
     for c in routes:
         if c.agent_id in served:
             continue
-        probe = by_id.get(c.agent_id) or ProbeReport(agent_id=c.agent_id)
+        probe = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
         word = _fault_word(probe, failures.get(c.agent_id))
         if word:
             words[word] = words.get(word, 0) + 1
@@ -947,12 +927,12 @@ def _footer_section(report: RunReport) -> Section:
             f"{plural(m.reused_files, 'file')} reused{why}, "
             f"{plural(m.requests_avoided, 'request')} saved"
         )
-    if cost := quota_line((report.model_extra or {}).get("quota"), md_code):
+    if cost := quota_line(report.quota, md_code):
         foot.append(cost)
     foot.append("decision computed from verified findings, never taken from the model")
     text = "<sub>" + " · ".join(foot) + "</sub>"
-    note = (report.policy or {}).get("note")
-    if isinstance(note, str) and note:  # a pull request against another branch than the default
+    note = report.policy.note if report.policy else None
+    if note:  # a pull request against another branch than the default
         text = f"> {md_text(note, 400)}\n\n{text}"
     return ("footer", text, text)
 

@@ -53,30 +53,27 @@ def run(args: argparse.Namespace) -> int:
     store = store_from_args(args, os.environ, policy)
     report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages, store=store))
     if args.format == "json":
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
         # loaded after the reply: the renderer is no part of the path to the first request
         from relay_review.render import attempt_timeline, readiness_table
 
         print(
             readiness_table(
-                report["catalog"]["selected"],
-                report["readiness"],
-                report["served_by"],
-                report["attempts"],
+                report.catalog.selected, report.readiness, report.served_by, report.attempts
             )
         )
         print()
-        print(attempt_timeline(report["attempts"]))
+        print(attempt_timeline(report.attempts))
         print()
-        if report["served_by"]:
-            print(f"served by {report['served_by']['agent_id']} in {report['elapsed_s']:.1f}s")
-            print(report["reply"])
+        if report.served_by:
+            print(f"served by {report.served_by.agent_id} in {report.elapsed_s:.1f}s")
+            print(report.reply)
         else:
-            print(f"no route served ({report['stopped']}) after {report['elapsed_s']:.1f}s")
-    if not report["served_by"]:
+            print(f"no route served ({report.stopped}) after {report.elapsed_s:.1f}s")
+    if not report.served_by:
         why = missing_keys_line(catalog, os.environ)
-        why = why or f"no route produced a reply ({report['stopped']})"
+        why = why or f"no route produced a reply ({report.stopped})"
         print(f"relay-review chat: {why}", file=sys.stderr)
         return 1
     return 0

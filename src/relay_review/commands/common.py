@@ -8,10 +8,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from relay_review.action_inputs import DEFAULT_POLICY_PATH
-from relay_review.errors import UsageError
-from relay_review.models import Catalog
-from relay_review.settings import (
+from relay_review.config import (
     Layer,
     OverrideError,
     Policy,
@@ -19,6 +16,9 @@ from relay_review.settings import (
     file_layer,
     merge_layers,
 )
+from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.errors import UsageError
+from relay_review.records import Catalog
 
 if TYPE_CHECKING:
     from relay_review.pipeline.store import Store
@@ -44,7 +44,7 @@ def policy_flag(key: str, read: Callable[[str], Any] = str) -> Callable[[str], A
     """argparse type of a flag that overrides the policy key ``key`` (``catalog.limit``).
 
     The text is read by ``read``, then checked by the policy's own rules
-    (:func:`~relay_review.settings.check_override`), so ``--limit 0`` is refused as argparse
+    (:func:`~relay_review.config.check_override`), so ``--limit 0`` is refused as argparse
     refuses a bad flag, in the words a policy file with ``limit = 0`` gets.
     """
 
@@ -268,7 +268,7 @@ def policy_from_args(args: argparse.Namespace) -> Policy:
     """The policy file (:func:`policy_path`: ``--policy``, ``.github/relay-review.toml``, or
     built-in defaults) with the flags laid over it.
 
-    Both are layers merged and validated by :func:`~relay_review.settings.merge_layers`, so a
+    Both are layers merged and validated by :func:`~relay_review.config.merge_layers`, so a
     flag that conflicts with another key (``--attempt-timeout 900 --deadline 5``) is refused
     as the policy file would refuse it; ``--deadline`` alone lowers a longer attempt bound.
     """

@@ -16,17 +16,17 @@ import os
 import sys
 from pathlib import Path
 
-from relay_review.action_inputs import DEFAULT_POLICY_PATH
 from relay_review.commands.common import policy_path
-from relay_review.errors import UsageError
-from relay_review.models import has_key
-from relay_review.providers.discovery import discover, write_report
-from relay_review.render import plural
-from relay_review.settings import (
+from relay_review.config import (
     key_conventions,
     load_policy,
     resolve_accounts,
 )
+from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.errors import UsageError
+from relay_review.providers.discovery import discover, write_report
+from relay_review.records import has_key
+from relay_review.render import plural
 
 
 def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParser:

@@ -22,6 +22,8 @@ from relay_review.commands.common import (
     policy_from_args,
     store_from_args,
 )
+from relay_review.records import Readiness
+from relay_review.render import plural, readiness_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -41,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def run(args: argparse.Namespace) -> int:
     pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     # loaded after the probes: the renderer is no part of the path to the first request
-    from relay_review.render import plural, readiness_table
 
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
@@ -51,15 +52,15 @@ def run(args: argparse.Namespace) -> int:
         )
     )
     if args.format == "json":
-        print(json.dumps(report, indent=2))
+        print(json.dumps(report.to_json(), indent=2))
     else:
-        print(readiness_table(report["catalog"]["selected"], report["readiness"], None))
-        sent = plural(report["probes_sent"], "probe")
-        print(f"\n{sent} sent in {report['elapsed_s']:.1f}s")
-    ready = sum(1 for r in report["readiness"] if r.get("status") == "ready")
+        print(readiness_table(report.catalog.selected, report.readiness, None))
+        sent = plural(report.probes_sent, "probe")
+        print(f"\n{sent} sent in {report.elapsed_s:.1f}s")
+    ready = sum(1 for r in report.readiness if r.status is Readiness.READY)
     if not ready:
         why = missing_keys_line(catalog, os.environ)
-        why = why or f"no route is ready ({plural(len(report['readiness']), 'selected route')})"
+        why = why or f"no route is ready ({plural(len(report.readiness), 'selected route')})"
         print(f"relay-review preflight: {why}", file=sys.stderr)
         return 1
     return 0

@@ -21,8 +21,8 @@ from relay_review.commands.common import (
     store_from_args,
 )
 from relay_review.errors import UsageError
-from relay_review.models import Decision
 from relay_review.pipeline.review import review_with_health
+from relay_review.records import Decision
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex, DiffParseError
 

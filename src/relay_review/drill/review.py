@@ -11,11 +11,11 @@ import re
 from importlib import resources
 from typing import Any
 
+from relay_review.config import Policy
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.review import review as run_review
 from relay_review.review.diff import DiffIndex
-from relay_review.settings import Policy
 from relay_review.state import Store
 
 SAMPLE_DIFF = "sample.diff"

@@ -18,12 +18,12 @@ from typing import Any
 import httpx
 
 from relay_review import pipeline
+from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
-from relay_review.settings import CatalogPolicy, Policy
 from relay_review.state import Store
 
 REFERENCE = "reference"
@@ -216,13 +216,13 @@ async def run_scenario(
     healthy_at = next(
         (i for i, s in enumerate(scripts, 1) if s.startswith("healthy") or ">healthy" in s), None
     )
-    time_to_reply = report["time_to_reply_s"]
+    time_to_reply = report.time_to_reply_s
     return {
-        **report,
+        **report.to_json(),
         "scenario": scenario.name,
         "description": scenario.description,
         "direct_latency_s": direct,
-        "ratio": round(time_to_reply / direct, 2) if direct and report["served_by"] else None,
+        "ratio": round(time_to_reply / direct, 2) if direct and time_to_reply is not None else None,
         "healthy_catalog_position": healthy_at,
         "probe_tokens_requested": sum(probe_tokens),
         "max_probe_tokens": max(probe_tokens, default=0),

@@ -25,37 +25,11 @@ from github.Repository import Repository
 from pydantic import BaseModel, ConfigDict
 
 from relay_review.github.errors import PolicyRefError, github_errors
+from relay_review.records import PolicySource
 
 FULL_SHA = re.compile(r"^[0-9a-f]{40}$")
 #: ``compare(min, resolved).status`` values meaning "resolved descends from min".
 DESCENDS = frozenset({"ahead", "identical"})
-
-
-class PolicySource(BaseModel):
-    """Where the policy text came from; :meth:`render` is what the comment and report show."""
-
-    model_config = ConfigDict(frozen=True)
-
-    kind: Literal["pinned", "base", "default"]
-    repo: str
-    sha: str
-    path: str
-    #: What was asked for: the ``orchestrator-ref`` (pinned) or the PR's base branch (base).
-    ref: str
-    #: The minimum ref the pinned commit was verified to descend from, and its SHA.
-    min_ref: str | None = None
-    min_sha: str | None = None
-
-    def render(self) -> str:
-        """``owner/repo@<sha12> (resolved from <ref>)``; for a base policy ``(base of ...)``."""
-        if self.kind == "pinned":
-            return f"{self.repo}@{self.sha[:12]} (resolved from {self.ref})"
-        if self.kind == "default":
-            return f"{self.repo}@{self.sha[:12]} (default branch: {self.ref})"
-        return f"{self.repo}@{self.sha[:12]} (base of the pull request: {self.ref})"
-
-    def __str__(self) -> str:
-        return self.render()
 
 
 class PolicyText(BaseModel):

@@ -46,6 +46,7 @@ from relay_review.github.graphql import (
     THREADS_QUERY,
     graphql,
 )
+from relay_review.records import Finding
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import still_cited
 
@@ -341,7 +342,7 @@ def _reply(how: str, sha12: str) -> str:
 
 
 def plan(
-    findings: Sequence[Mapping[str, Any]],
+    findings: Sequence[Finding],
     threads: Sequence[Thread] | None,
     remembered: Mapping[str, Known],
     index: DiffIndex,
@@ -388,8 +389,8 @@ def plan(
 
     current: dict[str, int] = {}
     for i, f in enumerate(findings):
-        fp_or_none = f.get("fingerprint")
-        if not isinstance(fp_or_none, str):
+        fp_or_none = f.fingerprint
+        if fp_or_none is None:
             out.post.append(i)
             out.states.append(("new", head12))
             continue
@@ -399,7 +400,7 @@ def plan(
             out.states.append(out.states[current[fp]])
             continue
         current[fp] = i
-        path, line, cited = str(f.get("path") or ""), f.get("line"), str(f.get("cited") or "")
+        path, line, cited = f.path, f.line, f.cited or ""
         if fp in dismissed:
             state: State = "dismissed"
         elif live(fp) or (threads is None and fp in remembered and remembered[fp].state == "open"):
@@ -409,7 +410,7 @@ def plan(
             out.post.append(i)
         out.states.append((state, first))
         out.entries[fp] = Entry(fp, path, line, state, first, dismissed.get(fp, ""), cited)
-    new_at = {(str(findings[i].get("path")), findings[i].get("line")) for i in out.post}
+    new_at = {(findings[i].path, findings[i].line) for i in out.post}
     for fp, group in ours.items():
         if fp in current:
             continue

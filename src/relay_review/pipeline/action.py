@@ -50,7 +50,8 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from relay_review import __version__
-from relay_review.action_inputs import ActionInputs, read_action_inputs, secret_values
+from relay_review.config import MemoryPolicy, resolve_accounts, resolve_require_zdr
+from relay_review.config.inputs import ActionInputs, read_action_inputs, secret_values
 from relay_review.errors import UsageError
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
@@ -58,7 +59,6 @@ from relay_review.github.comment import recent_stickies, resolve_author, sticky_
 from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import Secrets, log_to_stdout, say
-from relay_review.models import Decision, NotPosted, RunReport
 from relay_review.pipeline.files import context_stage, files_stage
 from relay_review.pipeline.gate import EXIT_OK, Stop, commented_pull, event_stage
 from relay_review.pipeline.memory import scrub
@@ -87,8 +87,8 @@ from relay_review.pipeline.routes import (
     quota_report,
     zdr_blocked_line,
 )
+from relay_review.records import Decision, NotPosted, RunReport
 from relay_review.review.noise import Noise
-from relay_review.settings import MemoryPolicy, resolve_accounts, resolve_require_zdr
 from relay_review.state import (
     Borrowed,
     Ledger,
@@ -199,8 +199,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
-    extra = report.model_extra if report.model_extra is not None else {}
-    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
+    report.quota = quota_report(health, report.requests_by_account)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private
@@ -233,7 +232,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
         )
-    report.github = published.to_json()
+    report.github = published.summary()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
     report.exit_code = exit_code(Finished(report, inputs, published))
     finish(env, report, published, secrets)

@@ -8,14 +8,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from relay_review.models import Catalog
+from relay_review.config import CatalogPolicy, resolve_require_zdr
+from relay_review.records import Catalog
 from relay_review.routing.catalog import (
     CatalogInputError,
     build_catalog,
     parse_discovery,
     parse_zdr_feed,
 )
-from relay_review.settings import CatalogPolicy, resolve_require_zdr
 
 
 def catalog_for(

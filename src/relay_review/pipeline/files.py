@@ -8,6 +8,7 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING
 
+from relay_review.config import Policy
 from relay_review.github import actions
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
@@ -15,7 +16,6 @@ from relay_review.github.pr import head_files, list_files
 from relay_review.review.context import HeadFiles
 from relay_review.review.diff import DiffIndex
 from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
-from relay_review.settings import Policy
 
 if TYPE_CHECKING:
     from github.Repository import Repository

@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from relay_review.action_inputs import ActionInputs
+from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
 from relay_review.github.errors import github_errors
 from relay_review.github.event import (

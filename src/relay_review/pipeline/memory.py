@@ -20,14 +20,14 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from relay_review.models import CatalogEntry, MemoryReport
+from relay_review.config import MemoryPolicy, Policy
+from relay_review.kinds import KINDS, fill_base_url
 from relay_review.pipeline.route_memory import Origins, Recalled, horizon, recall, remember
-from relay_review.providers.kinds import KINDS, fill_base_url
+from relay_review.records import CatalogEntry, MemoryReport
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import MemoryPolicy, Policy
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
@@ -99,7 +99,7 @@ class RunMemory:
     reused_files: int = 0
     #: Chunks a run without memory would have sent beyond those sent (files reused).
     chunks_avoided: int = 0
-    #: Why reviewable files were not reused (see :class:`relay_review.models.MemoryReport`).
+    #: Why reviewable files were not reused (see :class:`relay_review.records.MemoryReport`).
     not_reused: str = ""
     stored: Memory = field(default_factory=Memory)
     #: account name -> identity, agent id -> stored route key (this run's catalog)

@@ -10,7 +10,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from relay_review.action_inputs import ActionInputs
+from relay_review.config import Layer, Policy, merge_layers, parse_toml
+from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
 from relay_review.github.errors import GitHubEdgeError, PolicyRefError
 from relay_review.github.event import PullRequestEvent
@@ -24,8 +25,8 @@ from relay_review.github.policy_ref import (
     read_guidelines,
     workflow_commit,
 )
+from relay_review.records import PolicyReport
 from relay_review.review.prompt import Instructions
-from relay_review.settings import Layer, Policy, merge_layers, parse_toml
 
 if TYPE_CHECKING:
     from github import Github
@@ -46,14 +47,15 @@ class PolicyOrigin:
     #: default one (its policy and guidelines came from the default branch all the same).
     note: str | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "provenance": self.provenance,
-            "source": self.source.model_dump() if self.source else None,
-            "inline": self.inline,
-            "input_overrides": self.overrides,
-            "note": self.note,
-        }
+    def summary(self) -> PolicyReport:
+        """Where the policy came from, as the report holds it."""
+        return PolicyReport(
+            provenance=self.provenance,
+            source=self.source,
+            inline=self.inline,
+            input_overrides=self.overrides,
+            note=self.note,
+        )
 
 
 def trusted_commit(gh: Github, event: PullRequestEvent, env: Mapping[str, str]) -> str:
@@ -94,7 +96,7 @@ def resolve_policy(
       base, which its author picks); no file there means built-in defaults.
 
     Each layer is validated alone (errors name it), then the merged whole: see
-    :func:`relay_review.settings.merge_layers`, which the command line's flags go through too.
+    :func:`relay_review.config.merge_layers`, which the command line's flags go through too.
     """
     layers: list[Layer] = []
     source: PolicySource | None = None

@@ -12,14 +12,14 @@ import json
 import logging
 import os
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from relay_review import __version__
 from relay_review._files import atomic_write
-from relay_review.action_inputs import ActionInputs
+from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
 from relay_review.github.client import WaitBudget
 from relay_review.github.comment import (
@@ -38,8 +38,25 @@ from relay_review.github.threads import Known, Plan, Thread, associations, read_
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
 from relay_review.github.threads import plan as plan_lifecycle
-from relay_review.models import Decision, NotPosted, ReviewStatus, RunReport
 from relay_review.pipeline.policy import PolicyOrigin
+from relay_review.records import (
+    Decision,
+    DiscoveredAccount,
+    DiscoveryReport,
+    EarlierFinding,
+    Finding,
+    GithubReport,
+    Inline,
+    LifecycleReport,
+    NotPosted,
+    PullRequestReport,
+    Refused,
+    ResolveFailed,
+    ReviewPosted,
+    ReviewStatus,
+    RunContext,
+    RunReport,
+)
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise, inline_plan
@@ -68,17 +85,20 @@ class Published:
     not_posted: NotPosted | None = None
     detail: str = ""
     current_head: str | None = None
-    review: dict[str, Any] | None = None
+    review: ReviewPosted | None = None
+    #: Which findings went inline (the step summary says it as the sticky comment does).
+    inline: Inline | None = None
 
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "comment_url": self.comment_url,
-            "comment_action": self.comment_action,
-            "not_posted": self.not_posted and str(self.not_posted),
-            "detail": self.detail,
-            "current_head_sha": self.current_head,
-            "review": self.review,
-        }
+    def summary(self) -> GithubReport:
+        """What happened on GitHub, as the report holds it."""
+        return GithubReport(
+            comment_url=self.comment_url,
+            comment_action=self.comment_action,
+            not_posted=self.not_posted and str(self.not_posted),
+            detail=self.detail,
+            current_head_sha=self.current_head,
+            review=self.review,
+        )
 
 
 @dataclass
@@ -143,15 +163,15 @@ def publish(
             state_line = story.state_line
     # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
     # after (the rendered text as a whole).
-    clean = secrets.redact_data(report.to_json())
-    findings = clean.get("findings") or []
+    clean = report.scrubbed(secrets)
+    findings = clean.verdict.findings
     noise = noise or Noise()
     # which findings go inline (new ones with the lifecycle, each once), before rendering: the
     # sticky comment says which stay there only
     candidates = list(range(len(findings))) if story is None else list(story.plan.post)
     inline = inline_plan([findings[i] for i in candidates], noise)
     if inputs.inline_comments:
-        clean["inline"] = inline.to_json(noise)
+        clean.inline = published.inline = inline.summary(noise)
     # room for the head line that upsert_sticky puts under the marker
     limit = MAX_BODY_CHARS - HEAD_LINE_CHARS - (len(state_line) + 1 if state_line else 0)
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
@@ -167,15 +187,11 @@ def publish(
             published.review = post_line_comments(
                 repo, event, chosen, secrets, max_single=single, deadline=deadline
             )
+        review = published.review or ReviewPosted(mode="none", posted=0)
         if story is not None:
-            published.review = {
-                **(published.review or {"mode": "none", "posted": 0}),
-                **_threads_json(gh, story, deadline, secrets, len(findings) - len(candidates)),
-            }
-        published.review = {
-            **(published.review or {"mode": "none", "posted": 0}),
-            "noise": inline.to_json(noise),
-        }
+            closed = _threads_closed(gh, story, deadline, secrets, len(findings) - len(candidates))
+            review = review.model_copy(update=closed)
+        published.review = review.model_copy(update={"noise": inline.summary(noise)})
     return published
 
 
@@ -206,10 +222,9 @@ def _story(
                 f"relay-review: the review threads could not be read ({exc}); findings memory "
                 "knows as posted are not posted again, and no thread is resolved this run"
             )
-    findings = [f.model_dump(mode="json") for f in report.verdict.findings]
     extra = {event.user_login: event.author_association} if event.user_login else {}
     plan = plan_lifecycle(
-        findings,
+        report.verdict.findings,
         threads,
         remembered,
         life.index,
@@ -225,22 +240,22 @@ def _story(
         for f, (state, first) in zip(report.verdict.findings, plan.states, strict=True)
     ]
     current = {f.fingerprint for f in report.verdict.findings if f.fingerprint}
-    report.lifecycle = {
-        "counts": plan.counts(),
-        "earlier": [
-            {
-                "fingerprint": e.fingerprint,
-                "path": e.path,
-                "line": e.line,
-                "state": e.state,
-                "first_seen": e.first,
-                "how": e.how,
-            }
+    report.lifecycle = LifecycleReport(
+        counts=plan.counts(),
+        earlier=[
+            EarlierFinding(
+                fingerprint=e.fingerprint,
+                path=e.path,
+                line=e.line,
+                state=e.state,
+                first_seen=e.first,
+                how=e.how,
+            )
             for fp, e in plan.entries.items()
             if fp not in current
         ],
-        "threads": "unreadable" if threads is None else len(threads),
-    }
+        threads="unreadable" if threads is None else len(threads),
+    )
     now = life.clock()
     kept = {k: v for k, v in life.memory.findings.items() if not k.startswith(scope)}
     entries = list(plan.entries.values())[:MAX_REMEMBERED_FINDINGS]
@@ -258,10 +273,11 @@ def _story(
     return _Story(plan=plan, state_line=line, read_error=read_error)
 
 
-def _threads_json(
+def _threads_closed(
     gh: Github, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
 ) -> dict[str, Any]:
-    """Reply in and resolve our threads whose cited lines changed; what was done, as JSON."""
+    """Reply in and resolve our threads whose cited lines changed; what was done (the
+    :class:`ReviewPosted` fields it sets)."""
     done = close_threads(gh, story.plan.close, deadline)
     if story.plan.close:
         say(
@@ -275,7 +291,9 @@ def _threads_json(
     return {
         "not_reposted": not_reposted,
         "resolved": len(done.closed),
-        "resolve_failed": [{"thread": t, "reason": secrets.redact(r)} for t, r in done.failed],
+        "resolve_failed": [
+            ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
+        ],
         "threads_error": secrets.redact(story.read_error) if story.read_error else None,
     }
 
@@ -364,30 +382,29 @@ def _post_sticky(
 def post_line_comments(
     repo: Repository,
     event: PullRequestEvent,
-    findings: list[Mapping[str, Any]],
+    findings: Sequence[Finding],
     secrets: Secrets,
     *,
     max_single: int = DEFAULT_MAX_SINGLE,
     deadline: float | None = None,
-) -> dict[str, Any]:
+) -> ReviewPosted:
     """Verified findings as one ``COMMENT`` review, each body ending with its hidden finding
     marker (fingerprint, cited lines, first commit); refused ones are listed, none are lost
     (they are all in the sticky comment)."""
     comments = []
     for f in findings:
         body = secrets.redact(line_comment_body(f))
-        fp, cited = f.get("fingerprint"), f.get("cited")
-        if isinstance(fp, str) and isinstance(cited, str):
-            body += "\n\n" + finding_marker(fp, cited, str(f.get("first_seen") or event.head_sha))
-        end = f.get("end_line") if f.get("suggestion") is not None and f.get("replaces") else None
-        last = int(end) if end else int(f["line"])  # a range comment is anchored at its end
+        if f.fingerprint is not None and f.cited is not None:
+            body += "\n\n" + finding_marker(f.fingerprint, f.cited, f.first_seen or event.head_sha)
+        end = f.end_line if f.suggestion is not None and f.replaces else None
+        last = end or f.line  # a range comment is anchored at its end
         comments.append(
             LineComment(
-                path=f["path"],
+                path=f.path,
                 line=last,
-                side=f.get("side") or "RIGHT",
+                side=f.side,
                 body=body,
-                start_line=int(f["line"]) if last > int(f["line"]) else None,
+                start_line=f.line if last > f.line else None,
             )
         )
     summary = f"relay-review: {len(comments)} verified finding(s); the sticky comment has the rest."
@@ -411,19 +428,19 @@ def post_line_comments(
                 f"refused ({refused.reason}); it stays in the sticky comment"
             )
         )
-    return {
-        "mode": result.mode,
-        "posted": len(result.posted),
-        "refused": [
-            {"path": r.comment.path, "line": r.comment.line, "reason": secrets.redact(r.reason)}
+    return ReviewPosted(
+        mode=result.mode,
+        posted=len(result.posted),
+        refused=[
+            Refused(path=r.comment.path, line=r.comment.line, reason=secrets.redact(r.reason))
             for r in result.refused
         ],
-        "uncertain": result.uncertain,
-        "detail": secrets.redact(result.detail),
-    }
+        uncertain=result.uncertain,
+        detail=secrets.redact(result.detail),
+    )
 
 
-def summary_markdown(report: Mapping[str, Any], published: Published) -> str:
+def summary_markdown(report: RunReport, published: Published) -> str:
     note = ""
     if published.not_posted == NotPosted.HEAD_MOVED:
         note = f"> **Not posted:** {md_text(published.detail)}\n\n"
@@ -442,9 +459,8 @@ def summary_markdown(report: Mapping[str, Any], published: Published) -> str:
     elif published.comment_url:
         note = f"Posted as {md_code(published.comment_url)}.\n\n"
     limit = actions.SUMMARY_LIMIT_BYTES - 4096
-    noise = (published.review or {}).get("noise")
-    if isinstance(noise, Mapping) and "inline" not in report:  # as the sticky comment says it
-        report = {**report, "inline": noise}
+    if published.inline is not None and report.inline is None:  # as the sticky comment says
+        report = report.model_copy(update={"inline": published.inline})
     return note + comment_markdown(report, limit=limit)
 
 
@@ -454,9 +470,10 @@ def finish(
     """Write the JSON report, the step summary and the outputs (all scrubbed of secrets)."""
     workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
     report_path = workspace / REPORT_NAME
-    clean = secrets.redact_data(report.to_json())
+    clean = report.scrubbed(secrets)
+    data = clean.to_json()
     try:
-        atomic_write(report_path, (json.dumps(clean, indent=2, allow_nan=False) + "\n").encode())
+        atomic_write(report_path, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
         say(f"report: {report_path}")
     except OSError as exc:
         actions.warning(f"relay-review: cannot write the report {report_path}: {exc}")
@@ -466,12 +483,12 @@ def finish(
     except OSError as exc:
         actions.warning(f"relay-review: cannot write the step summary: {exc}")
     outputs = {
-        "decision": str(clean.get("decision") or ""),
+        "decision": str(data.get("decision") or ""),
         "served-by": ",".join(serving_routes(clean)),
         "comment-url": published.comment_url or "",
         # relative to the workspace: the container's /github/workspace is another path outside
         "report-path": os.path.relpath(report_path, workspace) if report_path else "",
-        "findings": str(len(clean.get("findings") or [])),
+        "findings": str(len(clean.verdict.findings)),
     }
     try:
         for name, value in outputs.items():
@@ -480,17 +497,12 @@ def finish(
         actions.warning(f"relay-review: cannot write GITHUB_OUTPUT: {exc}")
 
 
-def serving_routes(report: Mapping[str, Any]) -> list[str]:
+def serving_routes(report: RunReport) -> list[str]:
     """Every route that served a chunk, in chunk order without repeats (a review in several
     chunks can be served by several routes), else the report's one ``served_by``."""
-    names = [
-        str(c["served_by"]["agent_id"])
-        for c in report.get("chunks") or []
-        if isinstance(c, Mapping) and isinstance(c.get("served_by"), Mapping)
-    ]
-    served = report.get("served_by")
-    if not names and isinstance(served, Mapping) and served.get("agent_id"):
-        names = [str(served["agent_id"])]
+    names = [c.served_by.agent_id for c in report.chunks if c.served_by is not None]
+    if not names and report.served_by is not None and report.served_by.agent_id:
+        names = [report.served_by.agent_id]
     return list(dict.fromkeys(names))
 
 
@@ -529,25 +541,27 @@ def describe_run(
 ) -> None:
     """Add what the action knows beyond the review: policy, pull request, discovery, version."""
     report.provenance = origin.provenance
-    report.context = {
-        "server_url": (env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-        "repo": event.repo_full_name,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-    }
-    report.policy = origin.to_json()
-    report.pull_request = {
-        "event": event.event_name,
-        "action": event.action,
-        "repo": event.repo_full_name,
-        "number": event.number,
-        "head_sha": event.head_sha,
-        "base_sha": event.base_sha,
-        "private": event.private,
-    }
+    report.context = RunContext(
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        repo=event.repo_full_name,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+    )
+    report.policy = origin.summary()
+    report.pull_request = PullRequestReport(
+        event=event.event_name,
+        action=event.action,
+        repo=event.repo_full_name,
+        number=event.number,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+        private=event.private,
+    )
     report.require_zdr = require_zdr
-    report.discovery = {
-        "accounts": [vars(a) for a in discovery.accounts],
-        "errors": discovery.errors,
-    }
+    report.discovery = DiscoveryReport(
+        accounts=[
+            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
+        ],
+        errors=discovery.errors,
+    )
     report.relay_review_version = __version__

@@ -11,25 +11,7 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_review.models import (
-    Attempt,
-    AttemptReport,
-    Catalog,
-    CatalogEntry,
-    CatalogSummary,
-    ChunkReport,
-    Decision,
-    FileReport,
-    Outcome,
-    ProbeReport,
-    ReportFinding,
-    ReviewStatus,
-    RouteRef,
-    RunReport,
-    Stopped,
-    UnverifiedFinding,
-    Verdict,
-)
+from relay_review.config import Policy
 from relay_review.pipeline.memory import RunMemory
 from relay_review.pipeline.review_cache import (
     chunk_key,
@@ -46,6 +28,21 @@ from relay_review.pipeline.routes import (
     session_for,
 )
 from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
+from relay_review.records import (
+    Attempt,
+    Catalog,
+    CatalogEntry,
+    ChunkReport,
+    Decision,
+    FileReport,
+    Finding,
+    Outcome,
+    ReviewStatus,
+    RunReport,
+    ServedBy,
+    Stopped,
+    Verdict,
+)
 from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, ChunkPlan, plan_chunks, unit_text
 from relay_review.review.context import HeadFiles
 from relay_review.review.decision import decide, merge_findings, partial_note
@@ -68,7 +65,6 @@ from relay_review.review.prompt import (
 )
 from relay_review.review.verdict import (
     FileNote,
-    Finding,
     ParsedReply,
     VerdictParseError,
     all_invented,
@@ -82,13 +78,10 @@ from relay_review.review.verdict import (
 from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession
-from relay_review.settings import Policy
 from relay_review.state import Store, latest_unit
 from relay_review.state.memory import ChunkMemo, Memory
 
 log = logging.getLogger("relay_review.pipeline")
-#: A finding's suggestion keys: kept on verified findings only (an unverified one is not shown).
-SUGGESTION_KEYS = {"end_line", "suggestion", "replaces"}
 
 
 # --------------------------------------------------------------------------------------------
@@ -298,7 +291,7 @@ class Collected:
 
     chunks: list[ChunkReport] = field(default_factory=list)
     verified: list[list[Finding]] = field(default_factory=list)
-    unverified: list[UnverifiedFinding] = field(default_factory=list)
+    unverified: list[Finding] = field(default_factory=list)
     #: (verified findings, summary) of each chunk whose summary is believed.
     summaries: list[tuple[int, str]] = field(default_factory=list)
     attempts: list[Attempt] = field(default_factory=list)
@@ -308,7 +301,7 @@ class Collected:
     cut: int = 0
 
     @property
-    def served(self) -> list[RouteRef]:
+    def served(self) -> list[ServedBy]:
         return [c.served_by for c in self.chunks if c.served_by]
 
 
@@ -318,7 +311,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
     out = Collected()
     for chunk, result in zip(plan.chunks, results, strict=True):
         out.attempts.extend(result.attempts)
-        served = RouteRef(**result.served_by.model_dump()) if result.served_by else None
+        served = result.served_by
         out.chunks.append(
             ChunkReport(
                 number=chunk.number,
@@ -347,10 +340,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
             if f is not None and not f.note and has_word(note.summary) and not loops(note.summary):
                 files[note.path] = f.model_copy(update={"note": note.summary})
         out.verified.append(verdict.verified)
-        out.unverified += [
-            UnverifiedFinding(**f.model_dump(exclude=SUGGESTION_KEYS), reason=why)
-            for f, why in verdict.unverified
-        ]
+        out.unverified += [f.unverified(why) for f, why in verdict.unverified]
         out.dropped += sum(1 for f, _ in verdict.unverified if points_at_shown_code(f, chunk.index))
         # a summary is believed only from a reply that verified a finding or had none rejected
         # (a liar's "critical problems everywhere" over rejected findings says nothing)
@@ -376,7 +366,7 @@ def conclude(
     best = max(got.summaries, key=lambda s: s[0], default=(0, ""))
     verdict = Verdict(
         summary=best[1],
-        findings=[ReportFinding(**f.model_dump()) for f in findings],
+        findings=findings,
         unverified=got.unverified,
     )
     served = got.served
@@ -584,11 +574,8 @@ async def review(
 
     plan = whole = planned()
     if not plan.chunks:
-        files = {
-            f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
-            for f in plan.files
-        }
-        report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
+        files = {f.path: f for f in plan.files}
+        report = RunReport(files=list(files.values()), catalog=catalog.summary())
         report.verdict = Verdict(
             decision=Decision.COMMENT,
             summary="Nothing to review: no file of this diff has reviewable changed lines.",
@@ -638,11 +625,8 @@ async def review(
     if reused:
         plan = planned(reused)
         reused = {p: reused[p] for p in plan.reused}
-    files = {
-        f.path: FileReport(**f.model_dump(include={"path", "status", "reason", "left_out"}))
-        for f in plan.files
-    }
-    report = RunReport(files=list(files.values()), catalog=catalog_summary(catalog))
+    files = {f.path: f for f in plan.files}
+    report = RunReport(files=list(files.values()), catalog=catalog.summary())
     log.info(
         "review: %d files (%d reused), %d chunks of at most %d tokens, over %d routes",
         len(plan.files),
@@ -665,16 +649,14 @@ async def review(
     report.files = list(files.values())
     report.served_by = served[0] if served else None
     report.chunks = got.chunks
-    report.attempts = [
-        AttemptReport(**a.model_dump()) for a in sorted(got.attempts, key=lambda a: a.started_s)
-    ]
+    report.attempts = sorted(got.attempts, key=lambda a: a.started_s or 0.0)
     if session is not None:
-        report.readiness = [ProbeReport(**p) for p in session.readiness()]
+        report.readiness = session.readiness()
         report.probes_sent = session.probes_sent
-        report.requests_by_account = requests_sent(session)  # type: ignore[attr-defined]
+        report.requests_by_account = requests_sent(session)
     else:  # every file reused: no request, but the table says what memory holds
         board = memory.recall_only(catalog.selected)
-        report.readiness = [ProbeReport(**p.model_dump()) for p in board.rows()]
+        report.readiness = [p.model_copy() for p in board.rows()]
         report.probes_sent = 0
     memory.reused_files = len(reused)
     memory.reused_chunks = len({u.memo.group for u in reused.values()})
@@ -701,12 +683,11 @@ async def review_with_health(
     review cost each account (``quota``; the ``review`` command's flow)."""
     catalog, health = await published_health(catalog, policy, environ)
     report = await review(index, catalog, policy, environ, **kwargs)
-    extra = report.model_extra if report.model_extra is not None else {}
-    report.quota = quota_report(health, extra.pop("requests_by_account", {}))  # type: ignore[attr-defined]
+    report.quota = quota_report(health, report.requests_by_account)
     return report
 
 
-def with_fingerprints(findings: list[ReportFinding], index: DiffIndex) -> list[ReportFinding]:
+def with_fingerprints(findings: list[Finding], index: DiffIndex) -> list[Finding]:
     """Each verified finding with its fingerprint and cited-lines hash (from the diff's own
     text, never the model's quote)."""
     out = []
@@ -828,9 +809,7 @@ def add_reused(
                 number=head.part if head else None,
                 total=head.parts if head else None,
                 paths=[u.memo.paths[0] for u in units],
-                served_by=RouteRef(
-                    agent_id=entry.agent_id, account=entry.account, model=entry.route.model
-                ),
+                served_by=entry.served_by,
                 stopped=Stopped.SERVED,
                 reused=True,
             )
@@ -910,8 +889,3 @@ def remember_units(
         if memo is not None:
             kept[units[path]] = memo
     memory.memory = memory.memory.model_copy(update={"chunks": kept})
-
-
-def catalog_summary(catalog: Catalog) -> CatalogSummary:
-    """The catalog as the report holds it."""
-    return CatalogSummary.model_validate(catalog.to_json())

@@ -24,11 +24,12 @@ from dataclasses import dataclass, field
 
 from pydantic import ValidationError
 
+from relay_review.config import ReviewPolicy
+from relay_review.records import Finding
 from relay_review.review.chunks import Chunk
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import system_message
-from relay_review.review.verdict import Finding, citation_problem, with_suggestion
-from relay_review.settings import ReviewPolicy
+from relay_review.review.verdict import citation_problem, with_suggestion
 from relay_review.state.memory import ChunkMemo, Memory, ReusedFinding
 
 #: Bump when the meaning of a cached review changes without the prompt text changing.

@@ -12,21 +12,28 @@ import json
 import logging
 import time
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 
+from relay_review.config import Policy, key_conventions
 from relay_review.github import actions
 from relay_review.github.log import say
-from relay_review.models import Catalog
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
+from relay_review.records import (
+    Account,
+    Catalog,
+    ChatReport,
+    KeyUsage,
+    PreflightReport,
+    QuotaReport,
+)
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.session import RoutingSession, warm_tls_context
-from relay_review.settings import Account, Policy, key_conventions
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
 
@@ -79,14 +86,16 @@ def requests_sent(session: RoutingSession | None) -> dict[str, int]:
     return dict(session.budgets.sent)
 
 
-def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> dict[str, Any]:
+def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> QuotaReport:
     """What the run cost each account (requests let out, probes included) and, where the key
     endpoint said, the account's free tier (for the footer and the step summary)."""
-    return {
-        "requests_by_account": dict(sorted(sent.items())),
-        "keys": {name: k.to_json() for name, k in sorted(health.keys.items())},
-        "health_requests": health.requests,
-    }
+    return QuotaReport(
+        requests_by_account=dict(sorted(sent.items())),
+        keys={
+            name: KeyUsage.model_validate(k.to_json()) for name, k in sorted(health.keys.items())
+        },
+        health_requests=health.requests,
+    )
 
 
 def session_for(
@@ -137,7 +146,7 @@ async def preflight(
     chat: ChatFn | None = None,
     *,
     store: Store | None = None,
-) -> dict[str, Any]:
+) -> PreflightReport:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
     catalog, health = await published_health(catalog, policy, environ)
@@ -147,16 +156,14 @@ async def preflight(
     async with session:
         await session.wait_preflight()
     memory.save(session, policy)
-    return {
-        "catalog": catalog.to_json(),
-        "readiness": session.readiness(),
-        "probes_sent": session.probes_sent,
-        "elapsed_s": session.elapsed(),
-        "memory": memory.report(
-            catalog.selected, session.probes_sent, environ, policy
-        ).model_dump(),
-        "quota": quota_report(health, requests_sent(session)),
-    }
+    return PreflightReport(
+        catalog=catalog.summary(),
+        readiness=session.readiness(),
+        probes_sent=session.probes_sent,
+        elapsed_s=session.elapsed(),
+        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+        quota=quota_report(health, requests_sent(session)),
+    )
 
 
 async def chat(
@@ -167,7 +174,7 @@ async def chat(
     chat_fn: ChatFn | None = None,
     *,
     store: Store | None = None,
-) -> dict[str, Any]:
+) -> ChatReport:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
     catalog, health = await published_health(catalog, policy, environ)
@@ -183,21 +190,19 @@ async def chat(
         )
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     memory.save(session, policy)
-    return {
-        "time_to_reply_s": time_to_reply if result.served_by else None,  # no reply, no time
-        "reply": result.reply,
-        "served_by": result.served_by.model_dump() if result.served_by else None,
-        "stopped": result.stopped,
-        "attempts": [a.model_dump() for a in result.attempts],
-        "readiness": session.readiness(),
-        "catalog": catalog.to_json(),
-        "probes_sent": session.probes_sent,
-        "elapsed_s": session.elapsed(),
-        "memory": memory.report(
-            catalog.selected, session.probes_sent, environ, policy
-        ).model_dump(),
-        "quota": quota_report(health, requests_sent(session)),
-    }
+    return ChatReport(
+        time_to_reply_s=time_to_reply if result.served_by else None,  # no reply, no time
+        reply=result.reply,
+        served_by=result.served_by,
+        stopped=result.stopped,
+        attempts=list(result.attempts),
+        readiness=session.readiness(),
+        catalog=catalog.summary(),
+        probes_sent=session.probes_sent,
+        elapsed_s=session.elapsed(),
+        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+        quota=quota_report(health, requests_sent(session)),
+    )
 
 
 def discover_routes(

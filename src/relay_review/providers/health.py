@@ -41,8 +41,8 @@ from typing import Any
 import httpx
 
 from relay_review import __version__
-from relay_review.models import CatalogEntry
 from relay_review.providers.discovery.listings import FetchError, get_json
+from relay_review.records import CatalogEntry
 from relay_review.redact import redact
 
 #: The provider kinds whose health this module reads (only OpenRouter publishes it).

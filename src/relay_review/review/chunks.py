@@ -12,17 +12,14 @@ import sys
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Literal
 
-from pydantic import BaseModel
-
+from relay_review.records import FileReport
 from relay_review.review.chunk_text import CONTINUED, file_header, render_file, render_line
 from relay_review.review.context import MAX_CONTEXT_LINES, HeadFiles, widen
 from relay_review.review.diff import (
     REASON_NO_CHANGES,
     DiffIndex,
     FileDiff,
-    FileStatus,
     Hunk,
 )
 from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
@@ -32,19 +29,6 @@ from relay_review.review.tokens import estimate_tokens, line_tokens
 MIN_CHUNK_TOKENS = 256
 #: Tokens set aside in a file header for a "(part i/n)" tag when a file is split.
 _PART_TAG_TOKENS = 8
-
-
-class FileReport(BaseModel):
-    """What happened to one file of the diff: reviewed, or skipped with the reason."""
-
-    path: str
-    status: Literal["reviewed", "skipped"]
-    reason: str | None = None
-    change: FileStatus
-    old_path: str | None = None
-    #: Skipped although it changes content that no model was shown (an exclude glob the policy
-    #: does not trust, binary, no patch, a size limit): a review without it is partial.
-    left_out: bool = False
 
 
 @dataclass

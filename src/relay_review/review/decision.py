@@ -7,7 +7,7 @@ import difflib
 from collections.abc import Iterable
 from typing import Literal
 
-from relay_review.review.verdict import Finding
+from relay_review.records import Finding
 
 Decision = Literal["approve", "comment", "request_changes"]
 

@@ -35,8 +35,8 @@ from unidiff.constants import DEV_NULL
 
 from relay_review._text import scrub_text
 from relay_review.errors import UsageError
+from relay_review.records.finding import Side
 
-Side = Literal["RIGHT", "LEFT"]
 FileStatus = Literal["added", "modified", "deleted", "renamed", "copied", "binary"]
 
 SIDES: tuple[Side, Side] = ("RIGHT", "LEFT")

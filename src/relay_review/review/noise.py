@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
+from relay_review.records import Inline
 from relay_review.review.decision import SEVERITY_RANK
 
 #: The defaults of ``inline-min-severity`` and ``max-inline-comments`` (policy
@@ -64,14 +65,17 @@ class InlinePlan:
     below_floor: list[int] = field(default_factory=list)
     over_cap: list[int] = field(default_factory=list)
 
+    def summary(self, noise: Noise) -> Inline:
+        return Inline(
+            min_severity=noise.floor,
+            max_inline=noise.cap,
+            inline=len(self.post),
+            below_floor=len(self.below_floor),
+            over_cap=len(self.over_cap),
+        )
+
     def to_json(self, noise: Noise) -> dict[str, Any]:
-        return {
-            "min_severity": noise.floor,
-            "max_inline": noise.cap,
-            "inline": len(self.post),
-            "below_floor": len(self.below_floor),
-            "over_cap": len(self.over_cap),
-        }
+        return self.summary(noise).model_dump(mode="json")
 
 
 def inline_plan(findings: Sequence[Any], noise: Noise) -> InlinePlan:

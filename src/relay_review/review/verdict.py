@@ -20,23 +20,26 @@ import difflib
 import json
 import re
 from collections.abc import Iterable, Sequence
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 
 from relay_review._text import find_invisible
 from relay_review.errors import RelayReviewError
+from relay_review.records.finding import (
+    MAX_MESSAGE_CHARS,
+    MAX_PATH_CHARS,
+    REPLY_KEYS,
+    Finding,
+)
+from relay_review.records.finding import clean_text as _text
+from relay_review.records.finding import cut as _cut
 from relay_review.redact import REPLACEMENT
 from relay_review.review.diff import DiffIndex, Side, scrub_text
 from relay_review.review.paths import show_path
 
-Severity = Literal["high", "medium", "low"]
-
 MAX_FINDINGS = 30
-MAX_MESSAGE_CHARS = 2000
 MAX_SUMMARY_CHARS = 4000
-#: Longer than any path a checkout can hold (Linux ``PATH_MAX``).
-MAX_PATH_CHARS = 4096
 #: A suggestion (replacement code) longer than this is dropped, never cut (cut code is broken).
 MAX_SUGGESTION_CHARS = 8000
 #: Most RIGHT lines one suggestion may replace (``line`` .. ``end_line``).
@@ -70,120 +73,10 @@ def strip_thinking(text: str) -> str:
 
 
 _QUOTE_PREFIX = re.compile(r"^(?:[RL]\d+)?[+-]")
-_SIDE_ALIASES = {
-    "RIGHT": "RIGHT",
-    "R": "RIGHT",
-    "NEW": "RIGHT",
-    "ADDED": "RIGHT",
-    "+": "RIGHT",
-    "LEFT": "LEFT",
-    "L": "LEFT",
-    "OLD": "LEFT",
-    "REMOVED": "LEFT",
-    "DELETED": "LEFT",
-    "-": "LEFT",
-}
-_SEVERITY_ALIASES = {
-    "high": "high",
-    "critical": "high",
-    "blocker": "high",
-    "severe": "high",
-    "major": "high",
-    "error": "high",
-    "medium": "medium",
-    "moderate": "medium",
-    "warning": "medium",
-    "med": "medium",
-    "low": "low",
-    "minor": "low",
-    "info": "low",
-    "nit": "low",
-    "trivial": "low",
-    "suggestion": "low",
-}
 
 
 class VerdictParseError(RelayReviewError):
     """The reply holds no usable JSON verdict (the failover counts it as a failed attempt)."""
-
-
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _text(value: Any, limit: int | None = None) -> Any:
-    """A model-supplied string made encodable and capped; anything else unchanged (the schema
-    then refuses it)."""
-    if not isinstance(value, str):
-        return value
-    value = scrub_text(value)
-    return value if limit is None else _cut(value, limit)
-
-
-class Finding(BaseModel):
-    """One review finding as the model states it (raw texts; rendering escapes them later)."""
-
-    model_config = ConfigDict(extra="ignore", frozen=True)
-
-    path: str
-    line: int
-    side: Side = "RIGHT"
-    quote: str = ""
-    severity: Severity
-    message: str
-    #: Last RIGHT line a suggestion replaces (``line`` is the first); ``None``: ``line`` only.
-    end_line: int | None = None
-    #: Replacement text for the RIGHT lines ``line`` .. ``end_line`` (``None``: no suggestion).
-    suggestion: str | None = None
-    #: The current text of the lines the suggestion replaces: set only by :func:`validate` from
-    #: the diff (anything a reply puts here is discarded on parsing).
-    replaces: tuple[str, ...] = ()
-
-    @field_validator("replaces", mode="before")
-    @classmethod
-    def _replaces(cls, value: Any) -> Any:
-        return ()
-
-    @field_validator("end_line", mode="before")
-    @classmethod
-    def _end_line(cls, value: Any) -> Any:
-        return None if isinstance(value, bool) or not isinstance(value, int) else value
-
-    @field_validator("suggestion", mode="before")
-    @classmethod
-    def _suggestion(cls, value: Any) -> Any:
-        return scrub_text(value) if isinstance(value, str) else None
-
-    @field_validator("path", mode="before")
-    @classmethod
-    def _path(cls, value: Any) -> Any:
-        return _text(value, MAX_PATH_CHARS)
-
-    @field_validator("side", mode="before")
-    @classmethod
-    def _side(cls, value: Any) -> Any:
-        if value is None:
-            return "RIGHT"
-        if isinstance(value, str):
-            return _SIDE_ALIASES.get(value.strip().upper(), value)
-        return value
-
-    @field_validator("severity", mode="before")
-    @classmethod
-    def _severity(cls, value: Any) -> Any:
-        if isinstance(value, str):
-            return _SEVERITY_ALIASES.get(value.strip().lower(), value)
-        return value
-
-    @field_validator("quote", mode="before")
-    @classmethod
-    def _quote(cls, value: Any) -> Any:
-        return "" if value is None else _text(value)
-
-    @field_validator("message", mode="before")
-    @classmethod
-    def _message(cls, value: Any) -> Any:
-        return "" if value is None else _text(value, MAX_MESSAGE_CHARS)
 
 
 class ModelReply(BaseModel):
@@ -204,7 +97,13 @@ class ModelReply(BaseModel):
     @field_validator("findings", mode="before")
     @classmethod
     def _findings(cls, value: Any) -> Any:
-        return [] if value is None else value
+        if value is None:
+            return []
+        if isinstance(value, list):  # only what a reply may say of a finding
+            return [
+                {k: f[k] for k in REPLY_KEYS if k in f} if isinstance(f, dict) else f for f in value
+            ]
+        return value
 
 
 class Rejection(NamedTuple):
@@ -630,7 +529,8 @@ def parse_reply_parts(text: str) -> ParsedReply:
             invalid.append(Rejection(_stand_in(item), "finding is not a JSON object", position))
             continue
         try:
-            finding = Finding.model_validate({**item, "line": _coerce_line(item.get("line"))})
+            said = {k: item[k] for k in REPLY_KEYS if k in item}  # nothing a reply sets else
+            finding = Finding.model_validate({**said, "line": _coerce_line(item.get("line"))})
         except ValidationError as exc:
             invalid.append(Rejection(_stand_in(item), _schema_reason(exc), position))
             continue

@@ -23,7 +23,8 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay_review.models import (
+from relay_review.kinds import is_gateway
+from relay_review.records import (
     CatalogEntry,
     Cost,
     Deadlines,
@@ -32,7 +33,6 @@ from relay_review.models import (
     Probe,
     Readiness,
 )
-from relay_review.providers.kinds import is_gateway
 from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 
@@ -267,7 +267,7 @@ class RouteBoard:
     # ---- readiness ----------------------------------------------------------------------------
 
     def status(self, agent_id: str) -> Readiness:
-        return self.probes[agent_id].status
+        return Readiness(self.probes[agent_id].status)  # the board sets no other
 
     def set(self, agent_id: str, **fields: object) -> None:
         self.probes[agent_id] = self.probes[agent_id].model_copy(update=fields)

@@ -43,8 +43,8 @@ from collections import Counter
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TypeVar
 
-from relay_review.models import CatalogEntry, Outcome, OutcomeKind
-from relay_review.providers.kinds import KINDS
+from relay_review.kinds import KINDS
+from relay_review.records import CatalogEntry, Outcome, OutcomeKind
 from relay_review.state.ledger import (
     CONSERVATIVE,
     DAY_S,

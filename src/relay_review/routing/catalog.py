@@ -28,8 +28,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from relay_review.errors import UsageError
-from relay_review.models import Catalog, CatalogEntry, CatalogReport, Cost, Route
-from relay_review.providers.kinds import default_base_url, default_key_env
+from relay_review.kinds import default_base_url, default_key_env
+from relay_review.records import Catalog, CatalogEntry, CatalogReport, Cost, Route
 
 Pool = Literal["free", "auto"]
 

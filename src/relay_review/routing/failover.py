@@ -66,7 +66,8 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from relay_review.models import (
+from relay_review.kinds import stream_usage
+from relay_review.records import (
     Attempt,
     CatalogEntry,
     Deadlines,
@@ -76,7 +77,6 @@ from relay_review.models import (
     Readiness,
     ServedBy,
 )
-from relay_review.providers.kinds import stream_usage
 from relay_review.routing import progress
 from relay_review.routing.board import (
     MIN_HOLD_S,

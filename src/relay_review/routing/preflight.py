@@ -32,7 +32,7 @@ import asyncio
 import logging
 from collections.abc import Iterable, Mapping
 
-from relay_review.models import CatalogEntry, Deadlines, OutcomeKind, Readiness
+from relay_review.records import CatalogEntry, Deadlines, OutcomeKind, Readiness
 from relay_review.routing.board import (
     MIN_HOLD_S,
     RouteBoard,

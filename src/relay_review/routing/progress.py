@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from relay_review.models import Deadlines
+from relay_review.records import Deadlines
 
 log = logging.getLogger("relay_review.progress")
 

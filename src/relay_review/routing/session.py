@@ -23,13 +23,13 @@ from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
-from relay_review.models import Attempt, CatalogEntry, Outcome, Readiness
+from relay_review.config import PreflightPolicy, ServingPolicy
+from relay_review.records import Attempt, CatalogEntry, Outcome, Probe, Readiness
 from relay_review.routing import failover, progress
 from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.failover import Accept, Downgrade, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
-from relay_review.settings import PreflightPolicy, ServingPolicy
 
 log = logging.getLogger("relay_review.preflight")
 
@@ -242,9 +242,10 @@ class RoutingSession:
     def elapsed(self) -> float:
         return round(self.clock() - self.started_at, 3)
 
-    def readiness(self) -> list[dict]:
-        """Every catalog route's preflight record, in catalog order (the interface's shape)."""
-        return [p.model_dump() for p in self.board.rows()]
+    def readiness(self) -> list[Probe]:
+        """Every catalog route's preflight record, in catalog order (copies: the board's own
+        records change as long as the session runs)."""
+        return [p.model_copy() for p in self.board.rows()]
 
     @property
     def probes_sent(self) -> int:

@@ -2,7 +2,7 @@
 
 The edge between relay-review and an OpenAI-compatible provider: one request with
 ``stream: true``, its server-sent events parsed with httpx-sse, every wait bounded by a named
-deadline (:class:`~relay_review.models.Deadlines`). The call never retries and never raises for
+deadline (:class:`~relay_review.records.Deadlines`). The call never retries and never raises for
 network or HTTP trouble; retrying and switching routes is ``routing/failover.py``'s job.
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
-from relay_review.models import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.providers.chat.status import (
     DETAIL_MAX,
     classify_http_error,
@@ -30,6 +29,7 @@ from relay_review.providers.chat.status import (
 from relay_review.providers.chat.stream import StreamState
 from relay_review.providers.chat.timeouts import Arrived, timeout_detail
 from relay_review.providers.hints import read_rate_hint
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase
 from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
 from relay_review.routing import progress
 

@@ -10,7 +10,7 @@ import asyncio
 
 import httpx
 
-from relay_review.models import Deadlines
+from relay_review.records import Deadlines
 
 
 async def key_check(

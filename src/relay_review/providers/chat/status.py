@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from relay_review.models import Outcome, OutcomeKind
 from relay_review.providers.hints import error_payload, read_rate_hint, reset_at
+from relay_review.records import Outcome, OutcomeKind
 
 #: Longest ``detail`` text (characters); error bodies can be whole HTML pages.
 DETAIL_MAX = 200

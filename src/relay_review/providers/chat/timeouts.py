@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from relay_review.models import Deadlines, Phase
+from relay_review.records import Deadlines, Phase
 
 
 class Arrived(StrEnum):

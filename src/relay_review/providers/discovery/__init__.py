@@ -24,7 +24,6 @@ import httpx
 
 from relay_review import __version__
 from relay_review._files import atomic_write
-from relay_review.models import Account, has_key
 from relay_review.providers.discovery.listings import (
     FetchError,
     fetch_models_dev,
@@ -33,6 +32,7 @@ from relay_review.providers.discovery.listings import (
 )
 from relay_review.providers.discovery.routes import build_routes
 from relay_review.providers.discovery.text import clip
+from relay_review.records import Account, has_key
 from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)

@@ -17,10 +17,10 @@ from typing import Any
 
 import httpx
 
-from relay_review.models import Account
+from relay_review.kinds import ACCOUNT_ID_PLACEHOLDER, KINDS, account_url_env
 from relay_review.providers.discovery.prices import number
 from relay_review.providers.discovery.text import clip
-from relay_review.providers.kinds import ACCOUNT_ID_PLACEHOLDER, KINDS, account_url_env
+from relay_review.records import Account
 
 #: Cloudflare's model search is paged: this many per page, at most this many pages.
 CLOUDFLARE_PER_PAGE = 100

@@ -12,13 +12,13 @@ from collections import Counter
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from relay_review.models import Account
 from relay_review.providers.discovery.chat_filter import non_chat_reason
 from relay_review.providers.discovery.prices import (
     PriceEvidence,
     listing_prices,
     models_dev_prices,
 )
+from relay_review.records import Account
 
 #: Reasons for skipping an entry that is not a model at all.
 INVALID_ID = "invalid id"

@@ -1,26 +1,13 @@
-"""Built-in provider kinds: base URLs, key-name conventions and where price evidence comes from.
+"""The provider kinds table: what a policy's ``kind = "..."`` means, and the key-name conventions.
 
-An *account* is one credential for one kind. Two keys of one kind are two accounts (separate
-quotas, same outage domain). Account names follow the key names:
-``OPENROUTER_API_KEY`` -> ``openrouter``; ``NVIDIA_NIM_API_KEY_SUB`` -> ``nvidia_nim_sub``;
-``HF_TOKEN`` -> ``huggingface``; ``CLOUDFLARE_API_TOKEN_WORK`` -> ``cloudflare_work``.
-
-"Free" comes only from price evidence, never from a name: OpenRouter's and Cloudflare's
-per-model listing prices, Models.dev's per-model costs, or an account the policy declares free
-(``pricing = "declared-free"``). Kinds whose free tier is an account plan (Groq, Gemini without
-billing, Mistral, Cerebras, SambaNova, Hugging Face credits) price as ``unknown`` until the
-policy declares the account free.
-
-``stream_usage`` says whether the kind accepts ``stream_options: {"include_usage": true}`` on a
-streamed call (the usage then arrives in the last chunk). It is True where the provider's API
-reference documents the parameter (OpenRouter, Groq, Gemini's OpenAI-compatible endpoint), for
-NVIDIA NIM (OpenAI-compatible streaming with usage) and for ``openai_compatible`` gateways
-(LiteLLM, vLLM and Ollama accept it); elsewhere an unknown parameter could earn a 400 that takes
-a free route out, so it stays False.
-
-Cloudflare's base URL holds the account id: ``{account_id}`` is filled from
-``CLOUDFLARE_ACCOUNT_ID`` (``CLOUDFLARE_ACCOUNT_ID_<SUFFIX>`` for
-``CLOUDFLARE_API_TOKEN_<SUFFIX>``); a policy account may give the whole ``base_url`` instead.
+Pure data at the bottom of the house: the policy, discovery, the catalog and routing read it, and
+it imports only the record types it is written in. An *account* is one credential for one kind
+(two keys of one kind are two accounts: separate quotas, one outage domain), named after its key
+variable (``NVIDIA_NIM_API_KEY_SUB`` -> ``nvidia_nim_sub``). "Free" comes only from price
+evidence, never from a name: ``pricing`` says where a kind's evidence is read, and a kind whose
+free tier is an account plan prices as ``unknown`` until the policy declares the account free.
+``stream_usage`` is set only where the provider documents ``stream_options.include_usage``:
+elsewhere an unknown parameter could earn a 400 that takes a free route out.
 """
 
 from __future__ import annotations
@@ -29,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Literal
 
-from relay_review.models import KindName, Pricing
+from relay_review.records import KindName, Pricing
 
 #: The placeholder a kind's base URL may hold, filled from the account's ``url_env`` variable.
 ACCOUNT_ID_PLACEHOLDER = "{account_id}"

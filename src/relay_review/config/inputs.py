@@ -9,8 +9,8 @@ names it and says what is allowed::
 
 Inputs that mirror policy keys (``pool``, ``limit``, ``deadline``, ...; :data:`POLICY_INPUTS`)
 override the policy: their text is read here, their values are checked by the policy's own rules
-(:func:`relay_review.settings.check_override`), and they become the last layer of the policy
-(:meth:`ActionInputs.policy_overrides`, merged by :func:`relay_review.settings.merge_layers`).
+(:func:`relay_review.config.layers.check_override`), and they become the last layer of the policy
+(:meth:`ActionInputs.policy_overrides`, merged by :func:`relay_review.config.layers.merge_layers`).
 """
 
 from __future__ import annotations
@@ -21,9 +21,14 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, SecretStr
 
+from relay_review.config.layers import (
+    OverrideError,
+    check_override,
+    parse_toml,
+    validate_policy_data,
+)
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
-from relay_review.settings import OverrideError, check_override, parse_toml, validate_policy_data
 from relay_review.state import check_state_url, url_secrets
 
 DEFAULT_POLICY_PATH = ".github/relay-review.toml"
@@ -103,7 +108,7 @@ class ActionInputs(BaseModel):
     def policy_overrides(self) -> dict[str, Any]:
         """The inputs that override policy keys, as a policy-shaped mapping (unset ones left out).
 
-        :func:`relay_review.settings.merge_layers` lays it over the policy as the last layer;
+        :func:`relay_review.config.layers.merge_layers` lays it over the policy as the last layer;
         a ``deadline`` there also lowers a longer ``serving.attempt`` from the layers below, so a
         short run deadline given as an input never conflicts with the policy's per-attempt bound.
         """
@@ -172,7 +177,7 @@ def _choice(*allowed: str) -> Callable[[str], str]:
 
 def _policy_key(name: str, read: Callable[[str], Any]) -> Callable[[str], Any]:
     """Input ``name`` overrides a policy key (:data:`POLICY_INPUTS`): read the text, then let the
-    policy's own rules (:func:`~relay_review.settings.check_override`) say if it is allowed."""
+    policy's own rules (:func:`~relay_review.config.layers.check_override`) say if it is allowed."""
     key = POLICY_INPUTS[name]
 
     def parse(value: str) -> Any:
