@@ -78,23 +78,24 @@ def test_older_requests_pick_first_and_a_younger_one_waits_not_gives_up() -> Non
 
 
 def test_the_hedge_delay_derives_from_the_remembered_first_byte_within_its_bounds() -> None:
-    assert math.isclose(hedge_delay(0.1, 0.5), HEDGE_FACTOR * 0.1)  # 0.3 s, not 0.5 s
-    assert hedge_delay(0.05, 0.5) == HEDGE_FLOOR_S  # 0.25 s: not hedged on jitter
+    assert math.isclose(hedge_delay(0.2, 1.0), HEDGE_FACTOR * 0.2)  # 0.8 s, not 1 s
+    assert hedge_delay(0.05, 0.5) == HEDGE_FLOOR_S  # 0.4 s: not hedged on jitter
     assert hedge_delay(2.0, 0.5) == 0.5  # a slow memory never stretches past the setting
     assert hedge_delay(None, 0.5) == 0.5  # nothing remembered: the setting
     for hostile in (1e9, math.inf, -1.0, -math.inf, math.nan):
         assert hedge_delay(hostile, 0.5) == 0.5, hostile  # never longer, never broken
-    assert hedge_delay(0.1, 2.0) == HEDGE_FACTOR * 0.1  # far under the bound: the memory's
+    assert hedge_delay(0.25, 2.0) == HEDGE_FACTOR * 0.25  # far under the bound: the memory's
     assert hedge_delay(0.05, 0.08) == 0.08  # a setting below the floor still bounds it
 
 
-def test_a_route_remembered_at_100_ms_is_hedged_after_3_times_that() -> None:
+def test_a_route_remembered_at_200_ms_is_hedged_after_the_factor_times_that() -> None:
     lead, _other = entries("lead", "other")
     board = RouteBoard([lead, _other])
-    board.recall(lead.agent_id, usable=True, status=Readiness.UNPROBED, detail="", first_byte_s=0.1)
+    board.recall(lead.agent_id, usable=True, status=Readiness.UNPROBED, detail="", first_byte_s=0.2)
     assert not board.confirmed(lead.agent_id)  # hedged like a lead until it answers this run
     board.sending[lead.agent_id] = 1.0
-    assert math.isclose(board.hedge_wait(1.1, 2.0) or 0.0, 0.2)
-    assert board.hedge_wait(1.31, 2.0) is None  # 0.3 s without a first byte: probe the others
+    delay = HEDGE_FACTOR * 0.2  # 0.8 s
+    assert math.isclose(board.hedge_wait(1.1, 2.0) or 0.0, delay - 0.1)
+    assert board.hedge_wait(1.0 + delay + 0.01, 2.0) is None  # no first byte: probe the others
     board.first_byte(lead.agent_id)
     assert board.confirmed(lead.agent_id) and board.hedge_wait(9.0, 2.0) == math.inf

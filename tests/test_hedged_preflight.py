@@ -25,6 +25,7 @@ from relay_review.drill.scenarios import (
     fleet_for,
 )
 from relay_review.errors import UsageError
+from relay_review.routing.board import HEDGE_FACTOR
 
 pytestmark = pytest.mark.integration
 
@@ -161,7 +162,7 @@ def test_preflight_mode_and_hedge_delay_are_validated() -> None:
         parse_policy("[preflight]\nhedge_delay_max = 0\n")
 
 
-def test_a_route_remembered_at_50_ms_is_hedged_after_3_times_that_not_the_bound(
+def test_a_route_remembered_at_50_ms_is_hedged_after_the_factor_times_that_not_the_bound(
     tmp_path: Path,
 ) -> None:
     # the best route serves the first run with its first byte after 50 ms, then stalls
@@ -169,7 +170,7 @@ def test_a_route_remembered_at_50_ms_is_hedged_after_3_times_that_not_the_bound(
     accounts = {name: dict(models) for name, models in scenario.accounts.items()}
     accounts[FIRST[0]][FIRST[1]] = "healthy@0.05>stall"
     scenario = Scenario("remembered", "best route fast, then stalled", accounts, HEALTHY)
-    policy = "[preflight]\nhedge_delay_max = 3\n"  # the bound: far from 3 x 50 ms
+    policy = "[preflight]\nhedge_delay_max = 3\n"  # the bound: far from the factor x 50 ms
     os.environ[PORT_ENV] = free_port()  # memory knows an account by its base URL
     try:
         with fleet_for(scenario) as fleet:
@@ -190,5 +191,6 @@ def test_a_route_remembered_at_50_ms_is_hedged_after_3_times_that_not_the_bound(
     probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
     assert probes, "the stalled lead was never hedged"
     gap = min(r.at for r in probes) - lead.at
-    # 3 x the remembered first byte (at least 0.1 s), under the 3 s bound (which would give >= 3 s)
-    assert 0.1 <= gap < min(3 * memo["first_byte_s"] + 1.0, 2.9), gap
+    # the factor x the remembered first byte (at least the floor), under the 3 s bound (which
+    # would give >= 3 s)
+    assert 0.1 <= gap < min(HEDGE_FACTOR * memo["first_byte_s"] + 1.0, 2.9), gap

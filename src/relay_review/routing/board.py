@@ -199,11 +199,11 @@ def api_key_for(entry: CatalogEntry, environ: Mapping[str, str]) -> str | None:
 
 #: Hedged preflight with a remembered first byte: probes wait this many times the first byte
 #: the route served with in a past run (its usual answer, with room for a slower moment) ...
-HEDGE_FACTOR = 3.0
+HEDGE_FACTOR = 4.0
 #: ... but at least this long (seconds: a route remembered at 20 ms is not hedged at 60 ms, one
 #: a little slower this time would cost the run its probes) and
 #: at most ``[preflight] hedge_delay_max``.
-HEDGE_FLOOR_S = 0.25
+HEDGE_FLOOR_S = 0.4
 
 
 def hedge_delay(remembered_first_byte: float | None, bound: float) -> float:
