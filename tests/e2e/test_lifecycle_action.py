@@ -6,6 +6,11 @@ Push 1 posts two findings; push 2 changes the line of one (its thread gets the r
 resolved; the other is not posted again); a commenter without an allowed association tries to
 dismiss the second and cannot; a maintainer dismisses it; push 3 posts neither and the sticky
 comment shows 1 fixed, 1 dismissed, 0 open.
+
+The first push of each multi-push story starts ``relay-review run`` as a subprocess (and the
+last one too, in the three-push story); the other runs use the action's entrypoint in this
+process (:func:`action_harness.run_in_process`: the same environment, Prism, GraphQL mock and
+fleet).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from action_harness import (
     policy_toml,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import BOT_LOGIN, MockGitHub
 from graphql_mock import BOT, GraphQLMock
@@ -135,7 +141,7 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     # push 2: the SQL line is fixed; the model reports only the cursor
     next_push(github_mock, overlay, gql, SHA2)
     VERDICT.update(summary="One problem left.", findings=[CURSOR])
-    two = run_action(
+    two = run_in_process(
         tmp_path / "two",
         github_mock,
         inputs,
@@ -160,7 +166,7 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     cursor_thread.comments[0].thumbs_down.append(("User", "drive-by"))
     next_push(github_mock, overlay, gql, SHA2)
     since = len(gql.requests)
-    still = run_action(
+    still = run_in_process(
         tmp_path / "still",
         github_mock,
         inputs,
@@ -235,7 +241,7 @@ def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     github_mock.stub("POST", "^/graphql$", 502, {"message": "Server Error"}, times=None)
     extra = finding(13, "if rows.count():", "low", "count() runs a second query.")
     VERDICT.update(findings=[SQL, CURSOR, extra])
-    two = run_action(
+    two = run_in_process(
         tmp_path / "two",
         github_mock,
         inputs,
@@ -280,7 +286,7 @@ def test_no_verdict_leaves_threads_and_memory_alone(
             "inline-comments": "true",
             "on-unavailable": "pass",
         }
-        run = run_action(
+        run = run_in_process(
             tmp_path, github_mock, inputs, payload=pr_payload(head_sha=SHA2), files=files(SAFE_LINE)
         )
     assert run.code == 0, run.stdout + run.stderr

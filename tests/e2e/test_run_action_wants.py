@@ -1,6 +1,10 @@
 """Issue 16 end to end, through ``relay-review run`` against the GitHub mock (Prism) and a local
 fleet: guidelines from the base commit only, the review language, context from the head file,
-suggestions in inline comments, and ``/relay-review`` on an ``issue_comment`` event."""
+suggestions in inline comments, and ``/relay-review`` on an ``issue_comment`` event.
+
+The policy-and-context runs use the action's entrypoint in this process
+(:func:`action_harness.run_in_process`, the same environment, Prism and fleet); the trigger runs
+(and the hostile comment body) start ``relay-review run`` as a subprocess."""
 
 from __future__ import annotations
 
@@ -26,6 +30,7 @@ from action_harness import (
     posted_bodies,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import Exchange, MockGitHub, webhook_examples
 from relay_review.drill import FaultFleet
@@ -74,7 +79,7 @@ def test_guidelines_come_from_the_base_commit_never_the_head(
     github_mock.stub(
         "GET", f"/contents/{GUIDELINES_PATH}$", 0, times=None, respond=guidelines_by_ref
     )
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout + run.stderr
     reads = github_mock.calls("GET", f"/contents/{GUIDELINES_PATH}$")
     assert [r.query for r in reads] == [f"ref={BASE_SHA}"]  # the head's is never even read
@@ -98,7 +103,7 @@ def test_named_guidelines_and_path_instructions_and_language(
         '[[review.paths]]\nglob = "app/**"\ninstructions = "Check every query for injection."\n'
         '[[review.paths]]\nglob = "web/**"\ninstructions = "NOT-FOR-THIS-CHUNK"\n'
     )
-    run = run_action(tmp_path, github_mock, {"policy": policy, "language": "Korean"})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy, "language": "Korean"})
     assert run.code == 0, run.stdout + run.stderr
     (read,) = github_mock.calls("GET", "/contents/docs/REVIEWING.md$")
     assert read.query == f"ref={BASE_SHA}"
@@ -117,7 +122,7 @@ def test_context_from_the_head_file_and_a_suggestion_inline(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     policy = policy_toml(fleet, "acme")
-    run = run_action(tmp_path, github_mock, {"policy": policy, "inline-comments": "true"})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy, "inline-comments": "true"})
     assert run.code == 0, run.stdout + run.stderr
     (read,) = github_mock.calls("GET", "/contents/app/auth.py$")
     assert read.query == f"ref={SHA}"  # the head version, read through the API
@@ -142,7 +147,7 @@ def test_context_is_optional_when_the_api_fails(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.stub("GET", "/contents/app/auth.py$", 502, {"message": "Bad gateway"}, times=None)
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout + run.stderr
     assert "::warning::relay-review: context: cannot read app/auth.py@" in run.stdout
     _, user = system_and_user(fleet)
@@ -206,7 +211,8 @@ def test_anyone_else_gets_nothing(
     why: str,
 ) -> None:
     before = len(fleet.chat_requests())
-    run = run_action(
+    run_ = run_action if "curl" in body else run_in_process  # the hostile body: a process
+    run = run_(
         tmp_path,
         github_mock,
         {"policy": policy_toml(fleet, "acme")},

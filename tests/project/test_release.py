@@ -57,6 +57,7 @@ def test_pin_refuses_an_action_already_pinned() -> None:
         release_pin().pin(once, GHCR)
 
 
+@pytest.mark.integration
 def test_pin_script_exit_codes(tmp_path: Path) -> None:
     action = tmp_path / "action.yml"
     action.write_text((ROOT / "action.yml").read_text(encoding="utf-8"), encoding="utf-8")

@@ -17,13 +17,17 @@ two can run at once (give each its own root and token, e.g. :data:`TOKEN_B`).
 from __future__ import annotations
 
 import base64
+import contextlib
 import copy
+import io
 import json
+import logging
 import os
 import re
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -320,24 +324,10 @@ class ActionProcess:
             self.proc.communicate()
             raise
         wall = time.monotonic() - self.started
-        output = self.root / "output.txt"
-        summary = self.root / "summary.md"
-        report_path = self.root / "workspace" / "relay-review-report.json"
-        peak = self.root / PEAK_RSS_FILE
-        return Run(
-            code=self.proc.returncode,
-            stdout=stdout,
-            stderr=stderr,
-            outputs=parse_outputs(output.read_text()) if output.exists() else {},
-            summary=summary.read_text() if summary.exists() else "",
-            report=json.loads(report_path.read_text()) if report_path.exists() else None,
-            root=self.root,
-            peak_rss_mb=int(peak.read_text()) / 1024 if peak.exists() else None,
-            wall_s=wall,
-        )
+        return collect_run(self.root, self.proc.returncode, stdout, stderr, wall)
 
 
-def start_action(
+def action_env(
     root: Path,
     mock: MockGitHub,
     inputs: dict[str, str] | None = None,
@@ -346,20 +336,11 @@ def start_action(
     event_name: str = "pull_request_target",
     files: list[dict[str, Any]] | None = None,
     env_extra: dict[str, str] | None = None,
-    measure_memory: bool = False,
     event_text: str | None = None,
-    image: str | None = None,
-) -> ActionProcess:
-    """Start ``relay-review run`` like the runner does, without waiting (for concurrent runs:
-    give each its own ``root`` and, to tell them apart on the mock, its own ``github-token``).
-
-    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys.
-    ``measure_memory`` starts the action under a small Python parent that records the action's
-    peak RSS (``ru_maxrss`` of its one child; it includes only that parent's small pre-``exec``
-    image) into ``Run.peak_rss_mb``. ``event_text`` replaces the event payload file's text.
-    ``image`` runs the action's Docker image instead, as the runner starts it
-    (:func:`container_command`).
-    """
+) -> dict[str, str]:
+    """Stub the pull request on ``mock``, lay out the runner's folders under ``root`` and return
+    the environment the runner gives the action (shared by :func:`start_action` and
+    :func:`run_in_process`; the arguments are theirs)."""
     mock.prefer("GET", "^/user$", "code=403")  # GITHUB_TOKEN: GET /user is not allowed
     mock.stub("GET", f"/pulls/{NUMBER}/files$", 200, FILES if files is None else files, times=None)
     # after the test's own rules (the first match wins): no guidelines file at the base, and
@@ -398,6 +379,42 @@ def start_action(
     for name, value in {**ACTION_DEFAULTS, **(inputs or {})}.items():
         env[f"INPUT_{name.upper()}"] = value
     env.update(env_extra or {})
+    return env
+
+
+def start_action(
+    root: Path,
+    mock: MockGitHub,
+    inputs: dict[str, str] | None = None,
+    *,
+    payload: dict[str, Any] | None = None,
+    event_name: str = "pull_request_target",
+    files: list[dict[str, Any]] | None = None,
+    env_extra: dict[str, str] | None = None,
+    measure_memory: bool = False,
+    event_text: str | None = None,
+    image: str | None = None,
+) -> ActionProcess:
+    """Start ``relay-review run`` like the runner does, without waiting (for concurrent runs:
+    give each its own ``root`` and, to tell them apart on the mock, its own ``github-token``).
+
+    ``env_extra`` adds (or, with ``""``, blanks) environment variables such as provider keys.
+    ``measure_memory`` starts the action under a small Python parent that records the action's
+    peak RSS (``ru_maxrss`` of its one child; it includes only that parent's small pre-``exec``
+    image) into ``Run.peak_rss_mb``. ``event_text`` replaces the event payload file's text.
+    ``image`` runs the action's Docker image instead, as the runner starts it
+    (:func:`container_command`).
+    """
+    env = action_env(
+        root,
+        mock,
+        inputs,
+        payload=payload,
+        event_name=event_name,
+        files=files,
+        env_extra=env_extra,
+        event_text=event_text,
+    )
     command = [sys.executable, "-m", "relay_review", "run"]
     if image is not None:
         command, env = container_command(image, root, env)
@@ -406,13 +423,90 @@ def start_action(
     proc = subprocess.Popen(
         command,
         env=env,
-        cwd=workspace,
+        cwd=root / "workspace",
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         stdin=subprocess.DEVNULL,
         text=True,
     )
     return ActionProcess(proc, root)
+
+
+def run_in_process(
+    root: Path,
+    mock: MockGitHub,
+    inputs: dict[str, str] | None = None,
+    *,
+    payload: dict[str, Any] | None = None,
+    event_name: str = "pull_request_target",
+    files: list[dict[str, Any]] | None = None,
+    env_extra: dict[str, str] | None = None,
+    event_text: str | None = None,
+) -> Run:
+    """The same run as :func:`run_action`, in this process: the action's entrypoint
+    (``relay_review.commands.run.run_action``) over the same environment, against the same
+    Prism and fleet, with its stdout and stderr captured.
+
+    What it does not cover is the process itself: the console script, ``cli.main``'s logging
+    set-up and signal handling, interpreter start-up and exit. Each suite that uses it keeps a
+    subprocess run per family (:func:`run_action`) for those.
+    """
+    from relay_review.commands.run import run_action as action_entrypoint
+
+    env = action_env(
+        root,
+        mock,
+        inputs,
+        payload=payload,
+        event_name=event_name,
+        files=files,
+        env_extra=env_extra,
+        event_text=event_text,
+    )
+    out, err = io.StringIO(), io.StringIO()
+    started = time.monotonic()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err), _process_logging(err):
+        code = action_entrypoint(env)
+    return collect_run(root, code, out.getvalue(), err.getvalue(), time.monotonic() - started)
+
+
+@contextlib.contextmanager
+def _process_logging(stream: io.StringIO) -> Iterator[None]:
+    """The root logger as ``cli.main`` leaves it in a fresh process (one handler at INFO on
+    stderr, ``httpx`` at WARNING), so the action's own ``log_to_stdout`` and the log lines
+    tests read behave as in a subprocess; pytest's own handlers are put back afterwards."""
+    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
+    saved = (root.handlers[:], root.level, httpx_log.level)
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
+    root.handlers = [handler]
+    root.setLevel(logging.INFO)
+    httpx_log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        root.handlers, level, httpx_level = saved
+        root.setLevel(level)
+        httpx_log.setLevel(httpx_level)
+
+
+def collect_run(root: Path, code: int, stdout: str, stderr: str, wall_s: float) -> Run:
+    """Everything a finished run left under ``root`` (outputs, summary, report, peak RSS)."""
+    output = root / "output.txt"
+    summary = root / "summary.md"
+    report_path = root / "workspace" / "relay-review-report.json"
+    peak = root / PEAK_RSS_FILE
+    return Run(
+        code=code,
+        stdout=stdout,
+        stderr=stderr,
+        outputs=parse_outputs(output.read_text()) if output.exists() else {},
+        summary=summary.read_text() if summary.exists() else "",
+        report=json.loads(report_path.read_text()) if report_path.exists() else None,
+        root=root,
+        peak_rss_mb=int(peak.read_text()) / 1024 if peak.exists() else None,
+        wall_s=wall_s,
+    )
 
 
 #: Where the runner mounts its folders in an action's container.

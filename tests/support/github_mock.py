@@ -751,6 +751,39 @@ def _wait_until_up(proc: subprocess.Popen[bytes], port: int, log: Path, timeout:
     )
 
 
+#: The operations a run of the action calls, asked once of a fresh Prism: Prism prepares each
+#: operation on its first request (seconds for the big pull-request schema on a loaded machine),
+#: which a run in the test's own process would otherwise meet under its 2 s GitHub read timeout.
+WARM_UP = (
+    ("GET", "/repos/o/r/pulls/1", None),
+    ("GET", "/repos/o/r/pulls/1/files", None),
+    ("GET", "/repos/o/r/issues/1/comments", None),
+    ("GET", "/repos/o/r/issues/comments", None),
+    ("GET", "/repos/o/r/contents/a.md", None),
+    ("POST", "/repos/o/r/issues/1/comments", {"body": "x"}),
+    ("PATCH", "/repos/o/r/issues/comments/1", {"body": "x"}),
+)
+
+
+def _warm_up(port: int) -> float:
+    """Ask Prism for each of :data:`WARM_UP` once (straight to Prism: not recorded, answers
+    ignored); returns the seconds it took."""
+    start = time.monotonic()
+    for method, path, body in WARM_UP:
+        with contextlib.suppress(OSError, http.client.HTTPException):
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=30)
+            try:
+                data = None if body is None else json.dumps(body)
+                headers = {"Accept": "application/vnd.github+json"}
+                if data is not None:
+                    headers["Content-Type"] = "application/json"
+                conn.request(method, path, body=data, headers=headers)
+                conn.getresponse().read()
+            finally:
+                conn.close()
+    return time.monotonic() - start
+
+
 def _stop(proc: subprocess.Popen[bytes]) -> None:
     if proc.poll() is not None:
         return
@@ -841,6 +874,7 @@ def github_mock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moc
     thread = threading.Thread(target=server.serve_forever, name="github-mock-proxy", daemon=True)
     try:
         startup = _wait_until_up(proc, prism_port, log, STARTUP_TIMEOUT_S)
+        _warm_up(prism_port)
         mock = MockGitHub(url, f"http://127.0.0.1:{prism_port}", log, startup)
         mock_ref.update(mock=mock, upstream=("127.0.0.1", prism_port))
         thread.start()

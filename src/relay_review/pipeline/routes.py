@@ -112,6 +112,26 @@ def account_budgets(
     )
 
 
+async def _routed(
+    catalog: Catalog,
+    policy: Policy,
+    environ: Mapping[str, str],
+    chat: ChatFn | None,
+    store: Store | None,
+    *,
+    wait_for_recalled: bool = True,
+) -> tuple[Catalog, PublishedHealth, RunMemory, RoutingSession]:
+    """The catalog ranked by published health, the run's memory read, and a routing session
+    over the catalog with that memory recalled onto it (the start of ``preflight`` and ``chat``)."""
+    catalog, health = await published_health(catalog, policy, environ)
+    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
+    session = session_for(
+        catalog, policy, environ, chat, wait_for_recalled=wait_for_recalled, store=store
+    )
+    memory.recall_onto(session)
+    return catalog, health, memory, session
+
+
 async def preflight(
     catalog: Catalog,
     policy: Policy,
@@ -122,10 +142,9 @@ async def preflight(
 ) -> PreflightReport:
     """Probe the catalog and classify every route (the ``preflight`` command's report); routes
     with fresh memory in ``store`` are reported as remembered and not probed."""
-    catalog, health = await published_health(catalog, policy, environ)
-    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
-    session = session_for(catalog, policy, environ, chat, wait_for_recalled=False, store=store)
-    memory.recall_onto(session)
+    catalog, health, memory, session = await _routed(
+        catalog, policy, environ, chat, store, wait_for_recalled=False
+    )
     async with session:
         await session.wait_preflight()
     memory.save(session, policy)
@@ -150,10 +169,7 @@ async def chat(
 ) -> ChatReport:
     """Serve one chat request with preflight and failover (the ``chat`` command's report);
     ``store`` holds what earlier runs learned of the routes (read before, written after)."""
-    catalog, health = await published_health(catalog, policy, environ)
-    memory = RunMemory.load(store, entries=catalog.selected, environ=environ, policy=policy.memory)
-    session = session_for(catalog, policy, environ, chat_fn, store=store)
-    memory.recall_onto(session)
+    catalog, health, memory, session = await _routed(catalog, policy, environ, chat_fn, store)
     async with session:
         # bounded in tokens as well as time: a model that never stops ends at max_tokens
         result = await session.serve(

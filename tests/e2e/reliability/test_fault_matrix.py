@@ -15,7 +15,12 @@ Faults a probe sees are named by the readiness table's preflight status and HTTP
 by the outcome kind in the JSON report's readiness ``detail``). Faults that strike only while
 serving (the probe passed) are named by the attempt timeline (phase and outcome).
 
-Each run gets its own fleet: behaviour scripts advance per request, so runs must not share one.
+Cells run in this process (:func:`action_harness.run_in_process`: the action's entrypoint over
+the runner's environment, against the same Prism and a real fleet on 127.0.0.1); the first cell
+of each fault family (:data:`FAMILIES`), the silent pool bounded by the run deadline and one
+mid-review death go through ``relay-review run`` as a subprocess, as the runner starts it.
+Each run gets its own fleet (a thread, ~3 ms to start): behaviour scripts advance per request, so
+runs must not share one; Prism is one per session.
 Bounds are small (``POLICY_HEAD``); "within the deadline" is checked on the report's own clocks
 (``elapsed_s`` for the review, ``run_elapsed_s`` for the whole run) against the policy's deadline
 plus :data:`REVIEW_MARGIN_S` / :data:`RUN_MARGIN_S`, never on wall-clock speed.
@@ -31,7 +36,15 @@ from typing import Any
 
 import pytest
 
-from action_harness import FLEET_KEY, Run, api_file, policy_toml, posted_bodies, run_action
+from action_harness import (
+    FLEET_KEY,
+    Run,
+    api_file,
+    policy_toml,
+    posted_bodies,
+    run_action,
+    run_in_process,
+)
 from github_mock import MockGitHub
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import reviewer_reply
@@ -242,6 +255,28 @@ FAULTS = [
     ),
 ]
 PROBE_FAULTS = [f for f in FAULTS if f.status != "ready"]
+#: The fault families; the first cell of each (the fault alone) runs ``relay-review run`` as a
+#: subprocess, every other cell runs in this process.
+FAMILIES = {
+    "probe timeout": ["stall", "headers-stall"],
+    "rate limit": ["429-header", "429-date", "429-meta", "429-none"],
+    "rejected": ["404", "401", "403", "402", "context"],
+    "server error": ["500", "503", "500-body-stall", "sse-error-502"],
+    "bad reply": [
+        "cut",
+        "error-body",
+        "sse-error-400",
+        "finish-error",
+        "rst",
+        "no-finish",
+        "empty",
+        "length-empty",
+        "garbage",
+    ],
+    "connection": ["closed"],
+    "serving timeout": ["serve-stall", "idle-gap", "overrun", "serve-headers-stall"],
+}
+SUBPROCESS_CELLS = frozenset(ids[0] for ids in FAMILIES.values())
 
 
 @pytest.fixture
@@ -268,6 +303,15 @@ def fleet_accounts(faults: list[Fault], *, healthy: bool, **extra: str) -> dict[
     for name, script in extra.items():
         accounts[name] = {"models": {f"vendor/{name}": script}, "api_key": FLEET_KEY}
     return accounts
+
+
+def run_cell(
+    root: Path, mock: MockGitHub, policy: str, files: list[dict[str, Any]], *, subprocess: bool
+) -> Run:
+    """One run of the action: ``relay-review run`` as a subprocess, or its entrypoint in this
+    process (the same environment, Prism and fleet either way)."""
+    run = run_action if subprocess else run_in_process
+    return run(root, mock, {"policy": policy}, files=files)
 
 
 def policy_for(fleet: FaultFleet, head: str = POLICY_HEAD) -> str:
@@ -364,7 +408,8 @@ def test_fault_alone_posts_unavailable_naming_it(
     tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
 ) -> None:
     fleet = make_fleet(fleet_accounts([fault], healthy=False))
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet)}, files=FILES)
+    subprocess = fault.id in SUBPROCESS_CELLS
+    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=subprocess)
     assert run.code == 1, run.stdout  # on-unavailable: fail
     body = only_body(github_mock)
     assert "Review unavailable" in body and "No route served after" in body
@@ -382,7 +427,7 @@ def test_fault_then_healthy_route_serves_the_verdict(
     tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
 ) -> None:
     fleet = make_fleet(fleet_accounts([fault], healthy=True))
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet)}, files=FILES)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=False)
     assert run.code == 0, run.stdout
     body = only_body(github_mock)
     assert "Changes requested" in body and "shell=True" in body
@@ -409,7 +454,7 @@ def test_every_fault_at_once_then_healthy_serves(
 ) -> None:
     fleet = make_fleet(fleet_accounts(FAULTS, healthy=True))
     head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS) + 1}")
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 0, run.stdout
     body = only_body(github_mock)
     report = run.report
@@ -430,7 +475,7 @@ def test_every_route_dead_gives_a_bounded_failure_comment(
     head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS)}").replace(
         f"deadline = {DEADLINE:g}", f"deadline = {MIXED_DEADLINE:g}"
     )
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 1, run.stdout
     body = only_body(github_mock)
     assert "Review unavailable" in body and "No route served after" in body
@@ -461,7 +506,7 @@ def test_a_long_retry_after_does_not_hold_up_a_route_free_now(
         fleet_accounts([], healthy=False, **{"a-limited": "429@12", "b-recovered": "503>healthy"})
     )
     head = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2")
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 0, run.stdout
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
@@ -489,7 +534,7 @@ def test_the_deadline_bounds_a_pool_of_silent_routes(
         .replace("attempt = 3.5", "attempt = 5")
         .replace(f"deadline = {DEADLINE:g}", f"deadline = {SHORT_DEADLINE:g}")
     )
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=FILES)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=True)
     assert run.code == 1, run.stdout
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
@@ -529,6 +574,8 @@ CHUNK_FILES = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in rang
 
 #: How the dying route dies on its second request -> the outcome its attempt row shows.
 DEATHS = {"stall": "timeout", "cut@rst": "bad\\_reply", "503": "server\\_error"}
+#: The death that runs ``relay-review run`` as a subprocess (the others run in this process).
+SUBPROCESS_DEATH = "cut@rst"
 
 
 @pytest.mark.parametrize("death_script", list(DEATHS))
@@ -542,7 +589,10 @@ def test_route_dying_mid_review_fails_over_per_chunk(
         )
     )
     head = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2") + "chunk_tokens = 256\n"
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=CHUNK_FILES)
+    subprocess = death_script == SUBPROCESS_DEATH
+    run = run_cell(
+        tmp_path, github_mock, policy_for(fleet, head), CHUNK_FILES, subprocess=subprocess
+    )
     assert run.code == 0, run.stdout
     report = run.report
     assert report is not None
@@ -589,7 +639,7 @@ def test_route_dying_mid_review_with_concurrent_chunks(
         + "chunk_tokens = 256\n"
     )
     files = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in range(1, 6)]
-    run = run_action(tmp_path, github_mock, {"policy": policy_for(fleet, head)}, files=files)
+    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), files, subprocess=False)
     assert run.code == 0, run.stdout
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
@@ -603,3 +653,11 @@ def test_route_dying_mid_review_with_concurrent_chunks(
     assert by_route.count("a-dying/vendor/a-dying") == 1  # before it died
     assert len(fleet.chat_requests("a-dying")) == 3  # probe, one chunk, the stalled one
     assert_within_deadline(run)
+
+
+def test_every_fault_class_is_in_one_family() -> None:
+    """Each family's first cell is the one run as a subprocess: no fault class may be left out
+    of :data:`FAMILIES` (it would never run through the process) or listed twice."""
+    listed = [fault_id for ids in FAMILIES.values() for fault_id in ids]
+    assert sorted(listed) == sorted(f.id for f in FAULTS)
+    assert len(SUBPROCESS_CELLS) == len(FAMILIES)

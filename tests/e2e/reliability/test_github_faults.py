@@ -5,6 +5,11 @@ GitHub is Prism serving GitHub's OpenAPI description, with the stateful comments
 than guessed from the requests: the overlay keeps the comments, each request still passes
 Prism's validation, and its faults can let a write land and still answer 502 (or answer late).
 The policy bounds GitHub calls tightly (``[github] timeout = 2``, ``max_wait = 5``).
+
+One run per fault family (comment create, comment edit, rate limit, the check after posting,
+read-only token, inline 422) starts ``relay-review run`` as a subprocess, as the runner does; the
+others run the action's entrypoint in this process (:func:`action_harness.run_in_process`: the
+same environment, the same Prism and overlay, a real fleet).
 """
 
 from __future__ import annotations
@@ -24,6 +29,7 @@ from action_harness import (
     policy_toml,
     posted_bodies,
     run_action,
+    run_in_process,
 )
 from github_mock import BOT_LOGIN, CommentsOverlay, MockGitHub, StoredComment
 from relay_review.drill import FaultFleet
@@ -72,7 +78,7 @@ def test_comment_create_502_is_not_duplicated(
 ) -> None:
     overlay = github_mock.comments_overlay(SHA)
     overlay.fault("create", 502, {"message": "Server Error"}, apply=landed)
-    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    run = (run_in_process if landed else run_action)(tmp_path, github_mock, _inputs(fleet))
     assert run.code == 0, run.stdout + run.stderr
     assert "creating the sticky comment failed (HTTP 502); listing comments" in run.stdout
     (comment,) = _ours(overlay)  # exactly one sticky on the PR
@@ -96,7 +102,7 @@ def test_comment_create_timeout_is_not_duplicated(
     # The POST lands, but its answer comes after github.timeout (2 s): the client gives up.
     overlay = github_mock.comments_overlay(SHA)
     overlay.fault("create", delay=4.5, apply=True)
-    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    run = run_in_process(tmp_path, github_mock, _inputs(fleet))
     assert run.code == 0, run.stdout + run.stderr
     assert "creating the sticky comment failed (" in run.stdout  # a read timeout
     (comment,) = _ours(overlay)
@@ -122,7 +128,7 @@ def test_comment_edit_failure_is_retried_once(
     old = overlay.seed(REPO, NUMBER, f"{MARKER}\nThe previous review.")
     answer = {"message": "Bad Gateway"} if status else None
     overlay.fault("edit", status, answer, delay=delay, apply=landed)
-    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    run = run_in_process(tmp_path, github_mock, _inputs(fleet))
     assert run.code == 0, run.stdout + run.stderr
     assert overlay.kinds().count("edit") == 2  # PATCH is idempotent: tried once more
     assert "create" not in overlay.kinds()
@@ -174,7 +180,7 @@ def test_rate_limit_within_the_bound_is_waited_out(
 
     overlay.fault("create", status, body, answer_headers)
     # a roomy run deadline: the wait must fit it even when a loaded machine slows the review
-    run = run_action(tmp_path, github_mock, _inputs(fleet, deadline="60"))
+    run = run_in_process(tmp_path, github_mock, _inputs(fleet, deadline="60"))
     assert run.code == 0, run.stdout + run.stderr
     waits = [line for line in run.stdout.splitlines() if "GitHub rate limit" in line]
     assert len(waits) == 1 and f"(HTTP {status}) on comment on {REPO}#{NUMBER}" in waits[0]
@@ -222,7 +228,7 @@ def test_a_failed_check_after_posting_still_reports_the_comment(
     headers = {"retry-after": "120"} if status == 403 else {}
     body = SECONDARY if status == 403 else {"message": "Bad gateway"}
     overlay.fault("list", status, body, headers, after=1, times=None)
-    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    run = (run_action if status == 403 else run_in_process)(tmp_path, github_mock, _inputs(fleet))
     assert run.code == 0, run.stdout
     (comment,) = _ours(overlay)
     assert overlay.kinds().count("create") == 1
@@ -240,7 +246,7 @@ def test_rate_limit_past_the_run_deadline_is_reported(
     overlay = github_mock.comments_overlay(SHA)
     overlay.fault("create", 403, SECONDARY, {"retry-after": "4"})
     inputs = {"policy": policy_toml(fleet, "acme", head=FAST + GITHUB_BOUNDS), "deadline": "6"}
-    run = run_action(tmp_path, github_mock, inputs)
+    run = run_in_process(tmp_path, github_mock, inputs)
     assert run.code == 1, run.stdout
     error = next(line for line in run.stdout.splitlines() if line.startswith("::error"))
     assert "GitHub asked to wait 4 s" in error and "the run's deadline leaves" in error
@@ -262,7 +268,8 @@ def test_read_only_token_falls_back_to_the_step_summary(
         reset = str(int(time.time()) + 3600)
         quota = {"x-ratelimit-limit": "1000", "x-ratelimit-remaining": "998"}
         overlay.fault("create", 403, READ_ONLY, {**quota, "x-ratelimit-reset": reset})
-    run = run_action(tmp_path, github_mock, _inputs(fleet))
+    run_ = run_action if source == "prism-example" else run_in_process
+    run = run_(tmp_path, github_mock, _inputs(fleet))
     assert run.code == 0, run.stdout
     assert "::warning::relay-review: the token cannot comment" in run.stdout
     assert "GitHub rate limit" not in run.stdout  # no wait: a 403 without a hint is permissions
@@ -307,7 +314,7 @@ def test_file_without_patch_is_listed_as_not_reviewed(
 ) -> None:
     # A large text file: modified, thousands of changes, and GitHub omits its patch.
     huge = api_file("app/huge_module.py", "modified", None, 4000, 1200)
-    run = run_action(tmp_path, github_mock, _inputs(fleet), files=[FILES[0], huge])
+    run = run_in_process(tmp_path, github_mock, _inputs(fleet), files=[FILES[0], huge])
     assert run.code == 0, run.stdout
     assert run.report is not None
     by_path = {f["path"]: f for f in run.report["files"]}

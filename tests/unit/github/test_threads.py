@@ -333,6 +333,7 @@ def test_a_rejected_query_fails_the_suite(github_mock: MockGitHub) -> None:
     github_mock.graphql.problems.clear()  # the bad query was on purpose
 
 
+@pytest.mark.integration
 def test_threads_read_replied_and_resolved_through_graphql() -> None:
     (a,) = findings(index(), 2)
     with serve() as (url, mock):
@@ -358,6 +359,7 @@ def test_threads_read_replied_and_resolved_through_graphql() -> None:
         assert all(not r.errors for r in mock.requests)
 
 
+@pytest.mark.integration
 def test_unreachable_graphql_is_an_edge_error() -> None:
     with serve() as (url, _):
         pass  # stopped: nothing listens there any more

@@ -391,6 +391,7 @@ async def _serve(entries, environ, *, budget=0, deadline=10.0, **serving) -> Any
     return session, result
 
 
+@pytest.mark.integration
 async def test_gateway_upstream_401_rules_out_only_that_route() -> None:
     models = {"up/401": "401", "up/402": "402", "up/ok": "healthy"}
     async with FaultFleet({"gw": {"models": models, "api_key": KEY}}) as fleet:
@@ -402,6 +403,7 @@ async def test_gateway_upstream_401_rules_out_only_that_route() -> None:
     assert len(models_calls) == 1  # one key check per account per run, and it passed
 
 
+@pytest.mark.integration
 async def test_wrong_gateway_master_key_still_removes_the_whole_account() -> None:
     accounts = {
         "gw": {"models": {"m/a": "healthy", "m/b": "healthy"}, "api_key": KEY},
@@ -425,6 +427,7 @@ async def test_wrong_gateway_master_key_still_removes_the_whole_account() -> Non
     assert "key refused by GET /models" in rows["m/b"]["detail"]
 
 
+@pytest.mark.integration
 async def test_direct_provider_401_removes_the_account_without_a_key_check() -> None:
     models = {"x/401": "401", "x/ok": "healthy"}
     async with FaultFleet({"nim": {"models": models}}) as fleet:
@@ -435,6 +438,7 @@ async def test_direct_provider_401_removes_the_account_without_a_key_check() -> 
     assert [a.model for a in result.attempts] == ["x/401"]
 
 
+@pytest.mark.integration
 async def test_daily_quota_takes_the_accounts_free_routes_out_after_one_request() -> None:
     accounts = {
         "or": {"models": {"f/a": "429@7200,daily", "f/b": "healthy", "f/c": "healthy"}},
@@ -462,6 +466,7 @@ async def test_daily_quota_takes_the_accounts_free_routes_out_after_one_request(
     assert "daily quota" in rows["f/b"]["detail"] and "resets" in rows["f/b"]["detail"]
 
 
+@pytest.mark.integration
 async def test_usage_is_requested_and_recorded_per_attempt() -> None:
     async with FaultFleet({"gw": {"models": ["u/healthy"]}}, reply="one two three") as fleet:
         entries = _entries(fleet, [("gw", "openai_compatible", "u/healthy")])
@@ -473,6 +478,7 @@ async def test_usage_is_requested_and_recorded_per_attempt() -> None:
     assert attempt.model_dump()["completion_tokens"] == 3
 
 
+@pytest.mark.integration
 async def test_keepalive_only_route_fails_over_at_first_token() -> None:
     accounts = {"a": {"models": ["p/pings@0.2"]}, "b": {"models": ["h/healthy"]}}
     async with FaultFleet(accounts) as fleet:
@@ -490,6 +496,7 @@ async def test_keepalive_only_route_fails_over_at_first_token() -> None:
 # --------------------------------------------------------------------------- the command line
 
 
+@pytest.mark.integration
 def test_broken_pipe_on_stdout_exits_quietly(tmp_path) -> None:
     routes = [
         {
