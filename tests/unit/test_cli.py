@@ -11,8 +11,8 @@ import pytest
 
 from relay_review import cli
 from relay_review.commands import discover as discover_cmd
-from relay_review.github.publish import serving_routes
-from relay_review.pipeline.action import zdr_blocked_line
+from relay_review.pipeline.publish import serving_routes
+from relay_review.pipeline.routes import zdr_blocked_line
 from relay_review.records import RunReport
 from relay_review.render import plural
 from relay_review.routing.catalog import build_catalog, parse_discovery

@@ -20,7 +20,6 @@ from relay_review.commands.common import (
     store_from_args,
 )
 from relay_review.errors import UsageError
-from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -40,7 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    warm_tls_context()  # while the policy, discovery, catalog and memory load
+    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     if args.message_file:

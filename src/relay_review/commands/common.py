@@ -6,7 +6,7 @@ import argparse
 import json
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay_review.config import (
     Layer,
@@ -15,13 +15,13 @@ from relay_review.config import (
     check_override,
     file_layer,
     merge_layers,
-    resolve_require_zdr,
 )
 from relay_review.config.inputs import DEFAULT_POLICY_PATH
 from relay_review.errors import UsageError
 from relay_review.records import Catalog
-from relay_review.routing.catalog import build_catalog, parse_discovery, parse_zdr_feed
-from relay_review.state import ENV_VAR, Store, check_state_url, open_store
+
+if TYPE_CHECKING:
+    from relay_review.pipeline.store import Store
 
 
 def whole_number(text: str) -> int:
@@ -158,20 +158,24 @@ def zdr_feed_path(args: argparse.Namespace, report: Any) -> str | None:
 def state_url(text: str) -> str:
     """argparse type of ``--state``: a path, ``file:PATH``, ``none`` or a Redis URL (never
     echoed in an error: it may hold a password)."""
+    from relay_review.pipeline.store import check_store_url
+
     try:
-        return check_state_url(text)
+        return check_store_url(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(f"--state (value hidden): {exc}") from None
 
 
 def add_state_arg(parser: argparse.ArgumentParser) -> None:
     """``--state URL``: where memory across runs lives (default: ``$RELAY_REVIEW_STATE``)."""
+    from relay_review.pipeline.store import STATE_ENV  # its commands import the pipeline anyway
+
     parser.add_argument(
         "--state",
         type=state_url,
         metavar="URL",
         help=f"memory across runs: a JSON file (PATH or file:PATH), redis://HOST (shared by every "
-        f"run, with the quota ledger) or none (default: ${ENV_VAR}, else none); remembered "
+        f"run, with the quota ledger) or none (default: ${STATE_ENV}, else none); remembered "
         "routes get no probe, unchanged chunks no request",
     )
 
@@ -181,13 +185,10 @@ def store_from_args(
 ) -> Store:
     """The store ``--state`` names, else ``RELAY_REVIEW_STATE`` (checked the same way); its
     calls bounded by ``policy``'s ``[state] timeout_s``."""
+    from relay_review.pipeline.store import open_cli_store
+
     url = getattr(args, "state", None)
-    if url is None and environ.get(ENV_VAR, "").strip():
-        try:
-            url = check_state_url(environ[ENV_VAR])
-        except ValueError as exc:
-            raise UsageError(f"{ENV_VAR} (value hidden): {exc}") from None
-    return open_store(url, timeout=policy.state.timeout_s if policy else None)
+    return open_cli_store(url, environ, timeout=policy.state.timeout_s if policy else None)
 
 
 def read_json(path: str, what: str) -> Any:
@@ -209,19 +210,13 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     ``require_zdr = "auto"`` means false here (the command line knows no repository; the action
     resolves it from the repository's visibility).
     """
+    from relay_review.pipeline.catalog import catalog_for  # the one way to build a catalog
+
     policy = policy or policy_from_args(args)
     raw = read_json(args.discovery, "discovery report")
-    routes = parse_discovery(raw)
     feed = zdr_feed_path(args, raw)
-    zdr_ids = parse_zdr_feed(read_json(feed, "ZDR feed")) if feed else None
-    c = policy.catalog
-    return build_catalog(
-        routes,
-        zdr_ids,
-        limit=c.limit,
-        account_cap=c.account_cap,
-        pool=c.pool,
-        require_zdr=resolve_require_zdr(c.require_zdr, repo_private=False),
+    return catalog_for(
+        raw, policy.catalog, zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None
     )
 
 

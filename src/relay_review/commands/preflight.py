@@ -24,7 +24,6 @@ from relay_review.commands.common import (
 )
 from relay_review.records import Readiness
 from relay_review.render import plural, readiness_table
-from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    warm_tls_context()  # while the policy, discovery, catalog and memory load
+    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     # loaded after the probes: the renderer is no part of the path to the first request
 
     policy = policy_from_args(args)

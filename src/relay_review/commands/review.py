@@ -25,7 +25,6 @@ from relay_review.pipeline.review import review_with_health
 from relay_review.records import Decision
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex, DiffParseError
-from relay_review.routing.session import warm_tls_context
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -53,7 +52,7 @@ def _read(path: str, what: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    warm_tls_context()  # while the policy, discovery, catalog and memory load
+    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     try:

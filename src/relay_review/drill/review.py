@@ -13,9 +13,9 @@ from typing import Any
 
 from relay_review.config import Policy
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.review import review as run_review
 from relay_review.review.diff import DiffIndex
-from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.state import Store
 
 SAMPLE_DIFF = "sample.diff"
@@ -145,7 +145,7 @@ async def run_review_drill(policy: Policy, store: Store | None = None) -> dict[s
     )
     policy = policy.model_copy(update={"review": review})
     async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        catalog = catalog_for(discovery_for(scenario, fleet))
         report = await run_review(
             DiffIndex.from_diff(sample_diff()),
             catalog,

@@ -18,10 +18,10 @@ from typing import Any
 import httpx
 
 from relay_review import pipeline
-from relay_review.config import Policy
+from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
-from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
 from relay_review.state import Store
@@ -203,11 +203,9 @@ async def run_scenario(
     messages = [{"role": "user", "content": message}]
     direct = await direct_latency(fleet, policy, messages)
     first_request = len(fleet.requests)
-    catalog = build_catalog(
-        parse_discovery(discovery_for(scenario, fleet)),
-        limit=policy.catalog.limit,
-        account_cap=policy.catalog.account_cap,
-    )
+    # the policy's limit and cap; the pool and ZDR as the fleet's routes are (free, not ZDR)
+    section = CatalogPolicy(limit=policy.catalog.limit, account_cap=policy.catalog.account_cap)
+    catalog = catalog_for(discovery_for(scenario, fleet), section)
     report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages, store=store)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
     # probes ask PROBE_MAX_TOKENS at most; serving requests ask review.max_output_tokens

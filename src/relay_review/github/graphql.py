@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from github import GithubException
+from github import Github, GithubException
 
 from relay_review.github.errors import CLIENT_ERRORS, GitHubEdgeError, translate
 
@@ -78,7 +78,7 @@ class GraphQLError(GitHubEdgeError):
     """GitHub answered the query with ``errors`` (the first message is kept, cut)."""
 
 
-def graphql(gh: Any, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
+def graphql(gh: Github, query: str, variables: dict[str, Any], what: str) -> dict[str, Any]:
     """``data`` of ``query`` with ``variables``; raises :class:`GitHubEdgeError` (a GraphQL
     ``errors`` answer as :class:`GraphQLError`) saying ``what`` could not be done."""
     try:

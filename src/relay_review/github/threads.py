@@ -34,7 +34,7 @@ import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
@@ -49,6 +49,9 @@ from relay_review.github.graphql import (
 from relay_review.records import Finding
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import still_cited
+
+if TYPE_CHECKING:
+    from github import Github
 
 log = logging.getLogger(__name__)
 
@@ -189,7 +192,7 @@ def parse_threads(page: Any) -> list[Thread]:
     return out
 
 
-def read_threads(gh: Any, repo_full_name: str, number: int) -> list[Thread]:
+def read_threads(gh: Github, repo_full_name: str, number: int) -> list[Thread]:
     """Every review thread of PR ``number`` (at most :data:`MAX_THREAD_PAGES` pages); raises
     :class:`GitHubEdgeError` when GitHub does not answer them."""
     owner, _, name = repo_full_name.partition("/")
@@ -458,7 +461,7 @@ class Closed:
     failed: list[tuple[str, str]] = field(default_factory=list)
 
 
-def close(gh: Any, closings: Sequence[Closing], deadline: float | None = None) -> Closed:
+def close(gh: Github, closings: Sequence[Closing], deadline: float | None = None) -> Closed:
     """Reply in each of our threads and resolve it (each a GraphQL mutation); a failure is
     kept and the rest go on; nothing is started past ``deadline`` (monotonic)."""
     done = Closed()

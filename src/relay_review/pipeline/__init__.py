@@ -2,6 +2,7 @@
 
 One module per flow:
 
+- :mod:`.catalog`: discovery report -> catalog, for every caller;
 - :mod:`.routes`: ``preflight`` (probe the catalog) and ``chat`` (one request with failover),
   the CLI's ``preflight`` and ``chat`` commands;
 - :mod:`.review`: ``catalog -> preflight (background) -> failover serving per chunk -> verdict
@@ -17,17 +18,29 @@ leaves for the next run, and how it settles routes before routing), :mod:`.revie
 
 from __future__ import annotations
 
-import asyncio
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from relay_review.pipeline.routes import chat, preflight
+if TYPE_CHECKING:
+    from relay_review.pipeline.routes import chat, preflight, warm_up
 
 # ``review`` (the review flow) is not imported here: ``chat`` and ``preflight`` must not load the
 # review stages (prompt, verdict, diff parsing) before their first request; import it from
 # :mod:`.review`.
-__all__ = ["chat", "preflight", "run_sync"]
+__all__ = ["chat", "preflight", "run_sync", "warm_up"]
 
 
 def run_sync(coro: Any) -> Any:
     """Run a pipeline coroutine from synchronous code (the CLI)."""
+    import asyncio  # not for the catalog command, which runs no coroutine
+
     return asyncio.run(coro)
+
+
+def __getattr__(name: str) -> Any:
+    """``chat``, ``preflight`` and ``warm_up`` from :mod:`.routes`, imported on first use: the
+    ``catalog`` command reaches :mod:`.catalog` through this package without loading them."""
+    if name in ("chat", "preflight", "warm_up"):
+        from relay_review.pipeline import routes
+
+        return getattr(routes, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

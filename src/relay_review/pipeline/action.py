@@ -1,85 +1,94 @@
-"""The GitHub Action's flow, in stage order (each stage in its own log group):
+"""The GitHub Action's flow, in stage order (each stage in its own log group), and its exit code:
 
 ``inputs -> event (gating) -> [pull request, for a trigger comment] -> policy (and guidelines)
 -> discovery -> catalog -> pull request files (and head files for context) -> review -> publish
 (sticky comment, line comments) -> step summary, outputs, JSON report file``.
 
-On ``issue_comment`` the run goes on only for a comment on a pull request that starts with the
-trigger word (input ``trigger``) by a commenter whose association is in ``author-associations``;
-anything else is skipped with a notice before any request (no quota spent). The pull request is
-then fetched through the API (the payload lacks its head and base) and reviewed at its current
-head like a ``pull_request_target`` run.
+Each stage lives in its module: gating in :mod:`.gate`, the policy and guidelines in
+:mod:`.policy`, discovery and the catalog in :mod:`.routes`, the pull request's files in
+:mod:`.files`, the review in :mod:`.review`, publishing in :mod:`.publish`. This module knows
+their order and decides every exit code in one function (:func:`exit_code`); :func:`main`
+is what ``relay-review run`` calls.
 
 Discovery's result goes to the catalog in memory. The review's :class:`RunReport` gets the
 run's context (policy provenance, pull request, discovery, what GitHub took) and becomes JSON
-only when published. :func:`run` returns the exit code; errors are mapped to exit codes by the
-command (``commands/run.py``).
+only when published.
+
+Exit codes:
+
+====  =========================================================================================
+0     a verdict was published and ``fail-on`` did not trigger; nothing to do (not a pull request
+      event, closed, draft, author not allowed); the head moved during the run, or a concurrent
+      run for a newer head owns the comment (nothing posted for the stale head); no verdict with
+      ``on-unavailable: pass``; read-only token (verdict in the step summary)
+1     no verdict with ``on-unavailable: fail``; ``fail-on`` triggered (``request_changes``: the
+      decision is request_changes; ``high``: any verified high finding); a runtime failure
+      (GitHub unreachable or answering 5xx/401/403 while reading, the comment could not be
+      posted for a reason other than permissions, an internal error); GitHub's rate limit asked
+      for a wait longer than ``github.max_wait`` or than the run's deadline leaves (the comment
+      was not posted; the verdict is in the step summary)
+2     bad configuration: an input, the policy (inline, pinned or base), a pinned ref that does
+      not exist, is not a file or does not descend from ``orchestrator-min-ref``, or a missing
+      or malformed event payload
+====  =========================================================================================
+
+Secrets: the token input and every variable named ``*API_KEY*`` are masked (``::add-mask::``)
+before anything else is written; key variables named by the policy are masked as soon as the
+policy is read. Every text that leaves the process (comment, review, summary, report file,
+outputs, error annotations) is also scrubbed of those values.
 """
 
 from __future__ import annotations
 
 import asyncio
 import functools
-import json
 import time
+import traceback
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING
 
 from relay_review import __version__
-from relay_review.config import (
-    MemoryPolicy,
-    Policy,
-    key_conventions,
-    resolve_accounts,
-    resolve_require_zdr,
-)
+from relay_review.config import MemoryPolicy, resolve_accounts, resolve_require_zdr
 from relay_review.config.inputs import ActionInputs, read_action_inputs, secret_values
+from relay_review.errors import UsageError
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
 from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
-from relay_review.github.errors import GitHubEdgeError, PolicyRefError, github_errors
-from relay_review.github.event import (
-    CommentCommand,
-    NotPullRequestEvent,
-    PullRequestEvent,
-    event_for_comment,
-    load_event,
-)
-from relay_review.github.log import Secrets, say
-from relay_review.github.policy_ref import CONVENTIONAL_GUIDELINES, Guidelines, read_guidelines
-from relay_review.github.pr import head_files, list_files
-from relay_review.github.publish import Lifecycle, Published, finish, publish, skipped
+from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
+from relay_review.github.event import PullRequestEvent
+from relay_review.github.log import Secrets, log_to_stdout, say
+from relay_review.pipeline.files import context_stage, files_stage
+from relay_review.pipeline.gate import EXIT_OK, Stop, commented_pull, event_stage
 from relay_review.pipeline.memory import scrub
-from relay_review.pipeline.policy import PolicyOrigin, resolve_policy, trusted_commit
+from relay_review.pipeline.policy import (
+    guidelines_stage,
+    inline_key_envs,
+    instructions_for,
+    resolve_policy,
+    trusted_commit,
+)
+from relay_review.pipeline.publish import (
+    Lifecycle,
+    Published,
+    describe_run,
+    finish,
+    publish,
+    set_skip_outputs,
+)
 from relay_review.pipeline.review import review
 from relay_review.pipeline.route_memory import route_horizon
-from relay_review.pipeline.routes import published_health, quota_report
-from relay_review.providers.discovery import DiscoveryResult, discover
-from relay_review.providers.health import PublishedHealth
-from relay_review.records import (
-    Account,
-    Catalog,
-    Decision,
-    DiscoveredAccount,
-    DiscoveryReport,
-    NotPosted,
-    PullRequestReport,
-    RunContext,
-    RunReport,
+from relay_review.pipeline.routes import (
+    build_run_catalog,
+    discover_routes,
+    empty_catalog_why,
+    health_stage,
+    quota_report,
+    zdr_blocked_line,
 )
-from relay_review.render import catalog_table
-from relay_review.review.context import HeadFiles
-from relay_review.review.diff import DiffIndex
+from relay_review.records import Decision, NotPosted, RunReport
 from relay_review.review.noise import Noise
-from relay_review.review.paths import DEFAULT_EXCLUDES, excluded_by
-from relay_review.review.prompt import Instructions
-from relay_review.routing.catalog import (
-    CatalogInputError,
-    build_catalog,
-    parse_discovery,
-    parse_zdr_feed,
-)
 from relay_review.state import (
     Borrowed,
     Ledger,
@@ -92,20 +101,40 @@ from relay_review.state import (
 )
 from relay_review.state.memory import CLOCK_SKEW_S
 
-EXIT_OK, EXIT_FAILED, EXIT_CONFIG = 0, 1, 2
+if TYPE_CHECKING:
+    from github import Github
+    from github.Repository import Repository
+
+EXIT_FAILED, EXIT_CONFIG = 1, 2
+__all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_OK", "Stop", "exit_code", "main", "run"]
+
+#: Statuses of a policy-ref failure that mean "the configuration is wrong" (exit 2), not "GitHub
+#: failed" (exit 1). ``None`` = refused by relay-review (ancestry, not a file, not UTF-8).
+CONFIG_STATUSES = frozenset({None, 404, 422})
 
 
-class Stop(Exception):
-    """End the run early with an exit code (after the message was logged)."""
-
-    def __init__(self, code: int) -> None:
-        super().__init__(code)
-        self.code = code
+def main(env: Mapping[str, str]) -> int:
+    """Run the action over ``env`` (``os.environ`` in production); the exit code. What escapes
+    the stages becomes an error annotation (scrubbed) and ``decision=error`` outputs."""
+    env = dict(env)
+    log_to_stdout()
+    secrets = Secrets()
+    secrets.add(secret_values(env))
+    secrets.add(env.get(name, "") for name in inline_key_envs(env.get("INPUT_POLICY")))
+    try:
+        return run(env, secrets)
+    except Stop as stop:
+        return exit_code(stop)
+    except Exception as exc:
+        message, title = failure(exc, secrets)
+        actions.error(secrets.redact(message), title=f"relay-review: {title}")
+        set_skip_outputs(env, Decision.ERROR)
+        return exit_code(exc)
 
 
 def run(env: dict[str, str], secrets: Secrets) -> int:
     """Run the action's stages over ``env``; the exit code. Raises :class:`Stop` for a skipped
-    run, and the edges' errors (configuration, policy ref, GitHub) for the command to map."""
+    run, and the edges' errors (configuration, policy ref, GitHub) for :func:`main` to map."""
     started = time.monotonic()
     with actions.group("relay-review: inputs"):
         inputs = read_action_inputs(env)
@@ -205,45 +234,9 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         )
     report.github = published.summary()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
-    report.exit_code = exit_code(report, inputs, published)
+    report.exit_code = exit_code(Finished(report, inputs, published))
     finish(env, report, published, secrets)
     return report.exit_code
-
-
-def describe_run(
-    report: RunReport,
-    env: Mapping[str, str],
-    event: PullRequestEvent,
-    origin: PolicyOrigin,
-    discovery: DiscoveryResult,
-    require_zdr: bool,
-) -> None:
-    """Add what the action knows beyond the review: policy, pull request, discovery, version."""
-    report.provenance = origin.provenance
-    report.context = RunContext(
-        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
-        repo=event.repo_full_name,
-        head_sha=event.head_sha,
-        base_sha=event.base_sha,
-    )
-    report.policy = origin.summary()
-    report.pull_request = PullRequestReport(
-        event=event.event_name,
-        action=event.action,
-        repo=event.repo_full_name,
-        number=event.number,
-        head_sha=event.head_sha,
-        base_sha=event.base_sha,
-        private=event.private,
-    )
-    report.require_zdr = require_zdr
-    report.discovery = DiscoveryReport(
-        accounts=[
-            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
-        ],
-        errors=discovery.errors,
-    )
-    report.relay_review_version = __version__
 
 
 # --------------------------------------------------------------------------------------------
@@ -252,7 +245,7 @@ def describe_run(
 
 class KeptStore:
     """The run's store, keeping the record it loaded and the last one saved: publishing adds
-    the findings' states across pushes (:class:`~relay_review.github.publish.Lifecycle`) to the
+    the findings' states across pushes (:class:`~relay_review.pipeline.publish.Lifecycle`) to the
     record the review saved, and saves once more. The rest of :class:`Store` is the store's."""
 
     def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:
@@ -307,8 +300,8 @@ class KeptStore:
 
 
 def state_store(
-    gh: Any,
-    repo: Any,
+    gh: Github,
+    repo: Repository,
     event: PullRequestEvent,
     inputs: ActionInputs,
     timeout: float | None = None,
@@ -335,302 +328,6 @@ def state_store(
     )
 
 
-def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent | CommentCommand:
-    with actions.group("relay-review: event"):
-        event = load_event(env)
-        if isinstance(event, NotPullRequestEvent):
-            raise skip(env, f"nothing to review: {event.reason}")
-        if isinstance(event, CommentCommand):
-            return comment_gate(env, inputs, event)
-        say(f"{event.event_name} ({event.action}) on {event.repo_full_name}#{event.number}")
-        open_pull_request(env, inputs, event)
-        if event.author_association.upper() not in inputs.author_associations:
-            raise skip(
-                env,
-                f"the author's association {event.author_association} is not in "
-                f"author-associations ({', '.join(sorted(inputs.author_associations))}); "
-                "skipped (widen the input to review such pull requests)",
-            )
-        return event
-
-
-def comment_gate(
-    env: Mapping[str, str], inputs: ActionInputs, event: CommentCommand
-) -> CommentCommand:
-    """Let an ``issue_comment`` through only when it asks for a review the right way: a new
-    comment on a pull request, starting with the trigger word, by an allowed association.
-    The body is never logged or interpreted beyond the comparison with the trigger word."""
-    where = f"{event.repo_full_name}#{event.number}"
-    say(f"issue_comment ({event.action}) on {where}, comment {event.comment_id}")
-    actions.log_untrusted(f"commenter: {event.commenter} ({event.association})")
-    if event.action != "created":
-        raise skip(env, f"a comment was {event.action}; only a new comment asks for a review")
-    if not event.on_pull_request:
-        raise skip(env, f"{where} is an issue, not a pull request; nothing to review")
-    if not event.asks(inputs.trigger):
-        raise skip(
-            env, f"the comment does not start with {inputs.trigger} (input trigger); ignored"
-        )
-    if event.association.upper() not in inputs.author_associations:
-        raise skip(
-            env,
-            f"{inputs.trigger} by a commenter whose association {event.association} is not in "
-            f"author-associations ({', '.join(sorted(inputs.author_associations))}); ignored, "
-            "no review and no quota spent",
-        )
-    say(f"{inputs.trigger} by an allowed commenter ({event.association}): reviewing {where}")
-    return event
-
-
-def commented_pull(
-    gh: Any, env: Mapping[str, str], inputs: ActionInputs, asked: CommentCommand
-) -> PullRequestEvent:
-    """The pull request a trigger comment asks to review, fetched through the API at its
-    current head (state and drafts gated like a pull request event; the commenter's
-    association was checked, not the pull request author's)."""
-    with actions.group("relay-review: pull request"):
-        where = f"{asked.repo_full_name}#{asked.number}"
-        with github_errors(f"cannot read the pull request {where}"):
-            raw = gh.get_repo(asked.repo_full_name).get_pull(asked.number).raw_data
-        event = event_for_comment(asked, raw)
-        open_pull_request(env, inputs, event)
-        return event
-
-
-def open_pull_request(
-    env: Mapping[str, str], inputs: ActionInputs, event: PullRequestEvent
-) -> None:
-    """Log the pull request's base, head, title and author (untrusted), and skip it unless it
-    is open and, for a draft, drafts are reviewed."""
-    say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
-    actions.log_untrusted(
-        f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
-    )
-    if event.state != "open":
-        raise skip(env, f"#{event.number} is {event.state}; nothing to review")
-    if event.draft and not inputs.review_drafts:
-        raise skip(
-            env, f"#{event.number} is a draft; skipped (set review-drafts: true to review drafts)"
-        )
-
-
-def guidelines_stage(
-    gh: Any, policy: Policy, event: PullRequestEvent, commit: str
-) -> Guidelines | None:
-    """The maintainers' guidelines at ``commit``, the commit the workflow runs from (the default
-    branch's): ``review.guidelines``, else the conventional file if present. Never the head's
-    nor a base branch's (the author controls both). A named file that is missing or unreadable
-    is a warning, and the review goes on without it."""
-    named = policy.review.guidelines
-    path = named or CONVENTIONAL_GUIDELINES
-    try:
-        found = read_guidelines(gh, event.repo_full_name, path, commit)
-    except (PolicyRefError, GitHubEdgeError) as exc:
-        actions.warning(f"relay-review: guidelines {path} unreadable ({exc}); reviewing without")
-        return None
-    if found is None:
-        if named:
-            actions.warning(
-                f"relay-review: no guidelines file {path} at the default branch's commit "
-                f"{commit[:12]}; reviewing without"
-            )
-        return None
-    cut = f" (cut to {len(found.text)} of {found.chars} characters)" if found.truncated else ""
-    say(f"guidelines: {found.render()}{cut}")
-    return found
-
-
-def instructions_for(policy: Policy, guidelines: Guidelines | None) -> Instructions:
-    """The maintainers' instructions for every request: guidelines, path rules, language."""
-    r = policy.review
-    return Instructions(
-        guidelines=guidelines.text if guidelines else "",
-        guidelines_source=guidelines.render() if guidelines else "",
-        paths=tuple((p.glob, p.instructions) for p in r.paths),
-        language=r.language,
-    )
-
-
-def context_stage(
-    repo: Any, event: PullRequestEvent, index: DiffIndex, policy: Policy, remaining: float
-) -> HeadFiles | None:
-    """Head versions of the changed files, for context around hunks: read through the contents
-    API at the head SHA (never checked out or run), bounded in count, size and time; a failure
-    is a warning and the review goes on without context."""
-    r = policy.review
-    if not r.context_lines:
-        return None
-    excludes = [*(DEFAULT_EXCLUDES if r.default_excludes else ()), *r.exclude]
-    paths = [
-        f.path
-        for f in index.files
-        if f.status in ("modified", "renamed", "copied")
-        and not f.skip_reason
-        and f.hunks
-        and excluded_by(f.path, excludes) is None
-    ]
-    if not paths:
-        return None
-    # at most a tenth of what is left of the run, and never more than a minute
-    budget = max(0.0, min(remaining / 10, 60.0))
-    fetched = head_files(repo, paths, event.head_sha, deadline=time.monotonic() + budget)
-    for problem in fetched.problems:
-        actions.warning(f"relay-review: context: {problem}; those hunks are shown without it")
-    say(f"context: {len(fetched.files)} of {len(paths)} head files read")
-    return fetched.files
-
-
-def skip(env: Mapping[str, str], reason: str) -> Stop:
-    """Say why there is nothing to review (notice, step summary, outputs); the run exits 0."""
-    skipped(env, reason)
-    return Stop(EXIT_OK)
-
-
-def files_stage(repo: Any, event: PullRequestEvent) -> tuple[DiffIndex, int]:
-    """The pull request's files as a diff index, and how many files GitHub did not list."""
-    files = list_files(repo, event.number)
-    index = DiffIndex.from_api_files(files)
-    say(f"{len(files)} files, {len(index)} commentable lines")
-    unlisted = max(0, (event.changed_files or 0) - len(files))  # GitHub lists 3,000 at most
-    if unlisted:
-        actions.warning(
-            f"relay-review: the pull request changes {event.changed_files} files; GitHub "
-            f"lists {len(files)}: the rest cannot be reviewed (the review is partial)"
-        )
-    actions.log_untrusted("\n".join(f"  {f['status']}: {f['filename']}" for f in files))
-    return index, unlisted
-
-
-def discover_routes(
-    policy: Policy, accounts: list[Account], env: Mapping[str, str], remaining: float
-) -> DiscoveryResult:
-    """Discovery, bounded by its own timeout and by what is left of the run's deadline."""
-    keyed = sum(1 for acc in accounts if env.get(acc.api_key_env, "").strip())
-    say(f"accounts: {len(accounts)}, {keyed} with a key; listing their models")
-    bounds = policy.discovery
-    if remaining < bounds.timeout:
-        bounds = bounds.model_copy(update={"timeout": max(remaining, 0.1)})
-    result = asyncio.run(discover(accounts, env, bounds))
-    lines = []  # provider error texts are untrusted: logged inside a stop-commands block
-    for s in result.accounts:
-        if s.status == "ok":
-            lines.append(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")
-        elif s.status == "skipped":
-            lines.append(f"discovery: {s.account} ({s.kind}): skipped ({s.error})")
-        else:
-            lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
-    named = {s.account for s in result.accounts}
-    for error in result.errors:
-        if error["account"] not in named:
-            lines.append(f"discovery: {error['account']}: error: {error['error']}")
-    if lines:
-        actions.log_untrusted("\n".join(lines))
-    return result
-
-
-def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
-    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
-    c = policy.catalog
-    try:
-        routes = parse_discovery(discovery.report(None))
-        zdr_ids: list[str] | None = None
-        if discovery.zdr_feed is not None:
-            try:
-                zdr_ids = parse_zdr_feed(json.loads(discovery.zdr_feed))
-            except (ValueError, CatalogInputError) as exc:
-                actions.warning(
-                    f"relay-review: the ZDR feed is unusable ({exc}); no route counts as ZDR"
-                )
-        catalog = build_catalog(
-            routes,
-            zdr_ids,
-            limit=c.limit,
-            account_cap=c.account_cap,
-            pool=c.pool,
-            require_zdr=require_zdr,
-        )
-    except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
-        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
-    say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
-    actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
-    return catalog
-
-
-def health_stage(
-    catalog: Catalog, policy: Policy, env: Mapping[str, str], remaining: float
-) -> tuple[Catalog, PublishedHealth]:
-    """OpenRouter's published uptime as a prior on the catalog's order, and its key facts
-    (listings, no completion; one warning when they cannot be read)."""
-    problems: list[str] = []
-    catalog, health = asyncio.run(
-        published_health(catalog, policy, env, remaining=remaining, warn=problems.append)
-    )
-    if problems:  # the texts name model ids from provider listings: logged as untrusted
-        actions.warning(
-            "relay-review: OpenRouter's published health could not be read in full; routes "
-            "without it keep their place (no prior)",
-            title="relay-review: published health unavailable",
-        )
-        actions.log_untrusted("\n".join(problems))
-    if health.uptime:
-        low = [
-            e.agent_id
-            for e in catalog.selected
-            if e.uptime is not None and e.uptime < policy.catalog.min_uptime
-        ]
-        say(
-            f"published health: uptime for {len(health.uptime)} routes; {len(low)} below "
-            f"min_uptime {policy.catalog.min_uptime:g} % ranked last in their tier"
-        )
-    return catalog, health
-
-
-def empty_catalog_why(
-    discovery: DiscoveryResult,
-    catalog: Catalog,
-    accounts: list[Account],
-    env: Mapping[str, str],
-    require_zdr: bool,
-) -> str:
-    """Why no route was selected, in one sentence for the comment."""
-    if not any(env.get(acc.api_key_env, "").strip() for acc in accounts):
-        wanted = key_conventions() + sorted({acc.api_key_env for acc in accounts})
-        return "no provider account has a key; set one of " + ", ".join(wanted)
-    excluded = catalog.report.excluded
-    parts = [f"{reason} {count}" for reason, count in excluded.items()]
-    failed = [e["account"] for e in discovery.errors]
-    text = f"no route was selected ({catalog.report.total_routes} discovered"
-    if parts:
-        text += "; excluded: " + ", ".join(parts)
-    if failed:
-        text += "; discovery failed for " + ", ".join(failed)
-    text += ")"
-    if require_zdr and excluded.get("not_zdr"):
-        text += "; this repository requires zero-data-retention routes (require-zdr)"
-    return text
-
-
-def zdr_blocked_line(catalog: Catalog, setting: str | bool, private: bool | None) -> str | None:
-    """One line when ``require-zdr`` alone left the catalog empty: what was required, why, and
-    the input that changes it (said before any model is called, so no quota is spent on it)."""
-    if catalog.selected or not catalog.report.excluded.get("not_zdr"):
-        return None
-    if str(setting).lower() != "auto":
-        why = "require-zdr is true"
-    elif private is None:
-        why = "require-zdr is auto and the repository's visibility is unknown"
-    else:
-        why = "require-zdr is auto and this repository is private"
-    n = catalog.report.excluded["not_zdr"]
-    return (
-        f"no route may review this pull request: {why}, so only zero-data-retention (ZDR) routes "
-        f"may see its code, and none of the {n} eligible route{'s' if n != 1 else ''} is ZDR by "
-        "its provider's own published list; set the input require-zdr: false to allow routes "
-        "that may retain prompts, or add an account whose provider publishes ZDR endpoints "
-        "(OpenRouter's ZDR feed)"
-    )
-
-
 def log_review(report: RunReport) -> None:
     """The verdict in the log: counts as workflow text, model texts as untrusted lines."""
     v = report.verdict
@@ -654,9 +351,32 @@ def log_review(report: RunReport) -> None:
 # exit code
 
 
-def exit_code(report: RunReport, inputs: ActionInputs, published: Published) -> int:
-    """0 done; 1 not posted (GitHub failed or rate-limited), no verdict with ``on-unavailable:
-    fail``, or ``fail-on`` triggered. A moved head is not a failure: a newer run owns it."""
+@dataclass(frozen=True)
+class Finished:
+    """A run that reached publishing: what its exit code depends on."""
+
+    report: RunReport
+    inputs: ActionInputs
+    published: Published
+
+
+def exit_code(outcome: Finished | Exception) -> int:
+    """Every exit code of the action (the table in the module docstring), from how the run
+    ended: a published run, a :class:`Stop` (skipped), or the error that escaped a stage.
+
+    Published: 0 done; 1 not posted (GitHub failed or rate-limited), no verdict with
+    ``on-unavailable: fail``, or ``fail-on`` triggered. A moved head is not a failure: a newer
+    run owns it. Errors: 2 for the configuration (inputs, policy, event payload, a pinned
+    policy ref that is wrong), 1 for GitHub failing and for a bug."""
+    if isinstance(outcome, Stop):
+        return outcome.code
+    if isinstance(outcome, UsageError | EventError):
+        return EXIT_CONFIG
+    if isinstance(outcome, PolicyRefError):
+        return EXIT_CONFIG if outcome.status in CONFIG_STATUSES else EXIT_FAILED
+    if isinstance(outcome, Exception):  # GitHub failed (or did not answer), or a bug
+        return EXIT_FAILED
+    report, inputs, published = outcome.report, outcome.inputs, outcome.published
     decision = report.decision
     if published.not_posted == NotPosted.HEAD_MOVED:
         return EXIT_OK
@@ -669,3 +389,16 @@ def exit_code(report: RunReport, inputs: ActionInputs, published: Published) -> 
     if inputs.fail_on == "high" and any(f.severity == "high" for f in report.verdict.findings):
         return EXIT_FAILED
     return EXIT_OK
+
+
+def failure(exc: Exception, secrets: Secrets) -> tuple[str, str]:
+    """The error annotation's message and title for an error that escaped a stage; a bug's
+    traceback goes to the (masked) log first. Call it while handling ``exc``."""
+    if isinstance(exc, UsageError | EventError):
+        return str(exc), "configuration"
+    if isinstance(exc, PolicyRefError):
+        return f"policy not loaded, refusing to run: {exc}", "policy"
+    if isinstance(exc, GitHubEdgeError):  # GitHubConnectionError too: GitHub did not answer
+        return f"GitHub API: {exc}", "GitHub"
+    actions.log_untrusted(secrets.redact(traceback.format_exc()))
+    return f"internal error: {type(exc).__name__}: {exc}", "internal error"

@@ -1,25 +1,35 @@
 """The action's policy: layered from the pinned file or the reviewed repository's own (at the
 commit the workflow runs from: its default branch, never a pull request's base), the inline
-``policy`` input and the other inputs, each layer validated alone and then the merged whole."""
+``policy`` input and the other inputs, each layer validated alone and then the merged whole;
+and the maintainers' guidelines read at that same commit."""
 
 from __future__ import annotations
 
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from relay_review.config import Layer, Policy, merge_layers, parse_toml
 from relay_review.config.inputs import ActionInputs
+from relay_review.github import actions
+from relay_review.github.errors import GitHubEdgeError, PolicyRefError
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import say
 from relay_review.github.policy_ref import (
+    CONVENTIONAL_GUIDELINES,
+    Guidelines,
     PolicySource,
     load_pinned_policy,
     read_base_policy,
+    read_guidelines,
     workflow_commit,
 )
 from relay_review.records import PolicyReport
+from relay_review.review.prompt import Instructions
+
+if TYPE_CHECKING:
+    from github import Github
 
 INLINE_SOURCE = "input `policy`"
 INPUT_SOURCE = "action inputs"
@@ -48,7 +58,7 @@ class PolicyOrigin:
         )
 
 
-def trusted_commit(gh: Any, event: PullRequestEvent, env: Mapping[str, str]) -> str:
+def trusted_commit(gh: Github, event: PullRequestEvent, env: Mapping[str, str]) -> str:
     """The commit the workflow runs from, where the policy and guidelines are read: the
     default branch's (``GITHUB_SHA`` checked against the event's default branch, see
     :func:`relay_review.github.policy_ref.workflow_commit`)."""
@@ -74,7 +84,7 @@ def off_default_note(event: PullRequestEvent, what: str = "policy and guidelines
 
 
 def resolve_policy(
-    gh: Any, inputs: ActionInputs, event: PullRequestEvent, commit: str | None = None
+    gh: Github, inputs: ActionInputs, event: PullRequestEvent, commit: str | None = None
 ) -> tuple[Policy, PolicyOrigin]:
     """The run's policy, layered: file (pinned, or the repository's own) < inline < inputs.
 
@@ -150,3 +160,40 @@ def inline_key_envs(text: str | None) -> list[str]:
         for a in accounts
         if isinstance(a, Mapping) and isinstance(a.get("api_key_env"), str)
     ]
+
+
+def guidelines_stage(
+    gh: Github, policy: Policy, event: PullRequestEvent, commit: str
+) -> Guidelines | None:
+    """The maintainers' guidelines at ``commit``, the commit the workflow runs from (the default
+    branch's): ``review.guidelines``, else the conventional file if present. Never the head's
+    nor a base branch's (the author controls both). A named file that is missing or unreadable
+    is a warning, and the review goes on without it."""
+    named = policy.review.guidelines
+    path = named or CONVENTIONAL_GUIDELINES
+    try:
+        found = read_guidelines(gh, event.repo_full_name, path, commit)
+    except (PolicyRefError, GitHubEdgeError) as exc:
+        actions.warning(f"relay-review: guidelines {path} unreadable ({exc}); reviewing without")
+        return None
+    if found is None:
+        if named:
+            actions.warning(
+                f"relay-review: no guidelines file {path} at the default branch's commit "
+                f"{commit[:12]}; reviewing without"
+            )
+        return None
+    cut = f" (cut to {len(found.text)} of {found.chars} characters)" if found.truncated else ""
+    say(f"guidelines: {found.render()}{cut}")
+    return found
+
+
+def instructions_for(policy: Policy, guidelines: Guidelines | None) -> Instructions:
+    """The maintainers' instructions for every request: guidelines, path rules, language."""
+    r = policy.review
+    return Instructions(
+        guidelines=guidelines.text if guidelines else "",
+        guidelines_source=guidelines.render() if guidelines else "",
+        paths=tuple((p.glob, p.instructions) for p in r.paths),
+        language=r.language,
+    )

@@ -1,23 +1,44 @@
-"""The routing flows without a review: probe the catalog, or serve one chat request."""
+"""Discovery to catalog, and the routing flows without a review: probe the catalog, or serve
+one chat request.
+
+The action's discovery and catalog stages log what they found, as workflow text and, for
+provider texts and model ids, as untrusted lines; the catalog itself is built by
+:func:`relay_review.pipeline.catalog.catalog_for`, as for every other caller."""
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 import time
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING
 
 import httpx
 
-from relay_review.config import Policy
+from relay_review.config import Policy, key_conventions
+from relay_review.github import actions
+from relay_review.github.log import say
+from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
-from relay_review.records import Catalog, ChatReport, KeyUsage, PreflightReport, QuotaReport
+from relay_review.records import (
+    Account,
+    Catalog,
+    ChatReport,
+    KeyUsage,
+    PreflightReport,
+    QuotaReport,
+)
 from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
-from relay_review.routing.catalog import rank_by_uptime
+from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.session import RoutingSession, warm_tls_context
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
+
+if TYPE_CHECKING:
+    from relay_review.providers.discovery import DiscoveryResult
 
 log = logging.getLogger("relay_review.routing")
 
@@ -50,6 +71,12 @@ async def published_health(
     if health.uptime:
         catalog = rank_by_uptime(catalog, health.uptime, policy.catalog.min_uptime)
     return catalog, health
+
+
+def warm_up() -> None:
+    """Start making what the first request needs (the TLS context, in a thread) while a command
+    still reads its policy, discovery report, catalog and memory."""
+    warm_tls_context()
 
 
 def requests_sent(session: RoutingSession | None) -> dict[str, int]:
@@ -191,4 +218,133 @@ async def chat(
         elapsed_s=session.elapsed(),
         memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
         quota=quota_report(health, requests_sent(session)),
+    )
+
+
+def discover_routes(
+    policy: Policy, accounts: list[Account], env: Mapping[str, str], remaining: float
+) -> DiscoveryResult:
+    """Discovery, bounded by its own timeout and by what is left of the run's deadline."""
+    keyed = sum(1 for acc in accounts if env.get(acc.api_key_env, "").strip())
+    say(f"accounts: {len(accounts)}, {keyed} with a key; listing their models")
+    bounds = policy.discovery
+    if remaining < bounds.timeout:
+        bounds = bounds.model_copy(update={"timeout": max(remaining, 0.1)})
+    from relay_review.providers.discovery import discover  # the action's only: keep chat light
+
+    result = asyncio.run(discover(accounts, env, bounds))
+    lines = []  # provider error texts are untrusted: logged inside a stop-commands block
+    for s in result.accounts:
+        if s.status == "ok":
+            lines.append(f"discovery: {s.account} ({s.kind}): {s.kept} of {s.listed} models kept")
+        elif s.status == "skipped":
+            lines.append(f"discovery: {s.account} ({s.kind}): skipped ({s.error})")
+        else:
+            lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
+    named = {s.account for s in result.accounts}
+    for error in result.errors:
+        if error["account"] not in named:
+            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+    if lines:
+        actions.log_untrusted("\n".join(lines))
+    return result
+
+
+def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
+    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
+    c = policy.catalog
+    feed = discovery.zdr_feed
+
+    def unusable(exc: Exception) -> None:
+        actions.warning(f"relay-review: the ZDR feed is unusable ({exc}); no route counts as ZDR")
+
+    try:
+        catalog = catalog_for(
+            discovery.report(None),
+            c,
+            zdr_feed=None if feed is None else lambda: json.loads(feed),
+            require_zdr=require_zdr,
+            bad_feed=unusable,
+        )
+    except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
+        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
+    say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
+    from relay_review.render import catalog_table  # the action's only: keep chat's start light
+
+    actions.log_untrusted(catalog_table(catalog))  # model ids come from provider listings
+    return catalog
+
+
+def health_stage(
+    catalog: Catalog, policy: Policy, env: Mapping[str, str], remaining: float
+) -> tuple[Catalog, PublishedHealth]:
+    """OpenRouter's published uptime as a prior on the catalog's order, and its key facts
+    (listings, no completion; one warning when they cannot be read)."""
+    problems: list[str] = []
+    catalog, health = asyncio.run(
+        published_health(catalog, policy, env, remaining=remaining, warn=problems.append)
+    )
+    if problems:  # the texts name model ids from provider listings: logged as untrusted
+        actions.warning(
+            "relay-review: OpenRouter's published health could not be read in full; routes "
+            "without it keep their place (no prior)",
+            title="relay-review: published health unavailable",
+        )
+        actions.log_untrusted("\n".join(problems))
+    if health.uptime:
+        low = [
+            e.agent_id
+            for e in catalog.selected
+            if e.uptime is not None and e.uptime < policy.catalog.min_uptime
+        ]
+        say(
+            f"published health: uptime for {len(health.uptime)} routes; {len(low)} below "
+            f"min_uptime {policy.catalog.min_uptime:g} % ranked last in their tier"
+        )
+    return catalog, health
+
+
+def empty_catalog_why(
+    discovery: DiscoveryResult,
+    catalog: Catalog,
+    accounts: list[Account],
+    env: Mapping[str, str],
+    require_zdr: bool,
+) -> str:
+    """Why no route was selected, in one sentence for the comment."""
+    if not any(env.get(acc.api_key_env, "").strip() for acc in accounts):
+        wanted = key_conventions() + sorted({acc.api_key_env for acc in accounts})
+        return "no provider account has a key; set one of " + ", ".join(wanted)
+    excluded = catalog.report.excluded
+    parts = [f"{reason} {count}" for reason, count in excluded.items()]
+    failed = [e["account"] for e in discovery.errors]
+    text = f"no route was selected ({catalog.report.total_routes} discovered"
+    if parts:
+        text += "; excluded: " + ", ".join(parts)
+    if failed:
+        text += "; discovery failed for " + ", ".join(failed)
+    text += ")"
+    if require_zdr and excluded.get("not_zdr"):
+        text += "; this repository requires zero-data-retention routes (require-zdr)"
+    return text
+
+
+def zdr_blocked_line(catalog: Catalog, setting: str | bool, private: bool | None) -> str | None:
+    """One line when ``require-zdr`` alone left the catalog empty: what was required, why, and
+    the input that changes it (said before any model is called, so no quota is spent on it)."""
+    if catalog.selected or not catalog.report.excluded.get("not_zdr"):
+        return None
+    if str(setting).lower() != "auto":
+        why = "require-zdr is true"
+    elif private is None:
+        why = "require-zdr is auto and the repository's visibility is unknown"
+    else:
+        why = "require-zdr is auto and this repository is private"
+    n = catalog.report.excluded["not_zdr"]
+    return (
+        f"no route may review this pull request: {why}, so only zero-data-retention (ZDR) routes "
+        f"may see its code, and none of the {n} eligible route{'s' if n != 1 else ''} is ZDR by "
+        "its provider's own published list; set the input require-zdr: false to allow routes "
+        "that may retain prompts, or add an account whose provider publishes ZDR endpoints "
+        "(OpenRouter's ZDR feed)"
     )

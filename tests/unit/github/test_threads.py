@@ -454,7 +454,7 @@ def test_line_comments_keep_their_suggestion_and_end_with_the_marker(
     github_mock: MockGitHub,
 ) -> None:
     from relay_review.github.log import Secrets
-    from relay_review.github.publish import post_line_comments
+    from relay_review.pipeline.publish import post_line_comments
 
     class Event:
         number, head_sha = 7, HEAD1

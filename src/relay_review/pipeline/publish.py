@@ -15,8 +15,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from relay_review import __version__
 from relay_review._files import atomic_write
 from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
@@ -37,24 +38,35 @@ from relay_review.github.threads import Known, Plan, Thread, associations, read_
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
 from relay_review.github.threads import plan as plan_lifecycle
+from relay_review.pipeline.policy import PolicyOrigin
 from relay_review.records import (
     Decision,
+    DiscoveredAccount,
+    DiscoveryReport,
     EarlierFinding,
     Finding,
     GithubReport,
     Inline,
     LifecycleReport,
     NotPosted,
+    PullRequestReport,
     Refused,
     ResolveFailed,
     ReviewPosted,
     ReviewStatus,
+    RunContext,
     RunReport,
 )
 from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
 from relay_review.review.diff import DiffIndex
 from relay_review.review.noise import Noise, inline_plan
 from relay_review.state.memory import FindingMemo, Memory
+
+if TYPE_CHECKING:
+    from github import Github
+    from github.Repository import Repository
+
+    from relay_review.providers.discovery import DiscoveryResult
 
 log = logging.getLogger("relay_review.publish")
 
@@ -91,9 +103,10 @@ class Published:
 
 @dataclass
 class Lifecycle:
-    """What publishing needs to carry findings across pushes (see :mod:`.threads`): the diff
-    (are a thread's cited lines still there?), the memory record as the review left it, and
-    how to keep it (``save`` returns the sticky comment's state line for the ``comment`` store)."""
+    """What publishing needs to carry findings across pushes (see
+    :mod:`relay_review.github.threads`): the diff (are a thread's cited lines still there?), the
+    memory record as the review left it, and how to keep it (``save`` returns the sticky
+    comment's state line for the ``comment`` store)."""
 
     index: DiffIndex
     memory: Memory
@@ -119,8 +132,8 @@ class _Story:
 
 
 def publish(
-    gh: Any,
-    repo: Any,
+    gh: Github,
+    repo: Repository,
     event: PullRequestEvent,
     inputs: ActionInputs,
     report: RunReport,
@@ -183,7 +196,7 @@ def publish(
 
 
 def _story(
-    gh: Any,
+    gh: Github,
     event: PullRequestEvent,
     inputs: ActionInputs,
     report: RunReport,
@@ -261,7 +274,7 @@ def _story(
 
 
 def _threads_closed(
-    gh: Any, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
+    gh: Github, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
 ) -> dict[str, Any]:
     """Reply in and resolve our threads whose cited lines changed; what was done (the
     :class:`ReviewPosted` fields it sets)."""
@@ -285,7 +298,9 @@ def _threads_closed(
     }
 
 
-def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published: Published) -> bool:
+def _head_moved(
+    repo: Repository, event: PullRequestEvent, secrets: Secrets, published: Published
+) -> bool:
     """Re-read the head: ``True`` (and ``published`` says why) when it moved during the run."""
     try:
         current = head_sha(repo, event.number)
@@ -307,7 +322,7 @@ def _head_moved(repo: Any, event: PullRequestEvent, secrets: Secrets, published:
 
 
 def _post_sticky(
-    repo: Any,
+    repo: Repository,
     event: PullRequestEvent,
     author: str,
     body: str,
@@ -365,7 +380,7 @@ def _post_sticky(
 
 
 def post_line_comments(
-    repo: Any,
+    repo: Repository,
     event: PullRequestEvent,
     findings: Sequence[Finding],
     secrets: Secrets,
@@ -514,3 +529,39 @@ def skipped(env: Mapping[str, str], reason: str) -> None:
     except OSError as exc:
         log.warning("cannot write the step summary: %s", exc)
     set_skip_outputs(env, Decision.SKIPPED)
+
+
+def describe_run(
+    report: RunReport,
+    env: Mapping[str, str],
+    event: PullRequestEvent,
+    origin: PolicyOrigin,
+    discovery: DiscoveryResult,
+    require_zdr: bool,
+) -> None:
+    """Add what the action knows beyond the review: policy, pull request, discovery, version."""
+    report.provenance = origin.provenance
+    report.context = RunContext(
+        server_url=(env.get("GITHUB_SERVER_URL") or "https://github.com").rstrip("/"),
+        repo=event.repo_full_name,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+    )
+    report.policy = origin.summary()
+    report.pull_request = PullRequestReport(
+        event=event.event_name,
+        action=event.action,
+        repo=event.repo_full_name,
+        number=event.number,
+        head_sha=event.head_sha,
+        base_sha=event.base_sha,
+        private=event.private,
+    )
+    report.require_zdr = require_zdr
+    report.discovery = DiscoveryReport(
+        accounts=[
+            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
+        ],
+        errors=discovery.errors,
+    )
+    report.relay_review_version = __version__

@@ -1,0 +1,35 @@
+"""Which store the command line opens: ``--state``, else ``RELAY_REVIEW_STATE``, checked the same
+way and never echoed (a Redis URL may hold a password). The commands reach ``state/`` only
+through here; the action opens its store from its ``state`` input (:mod:`.action`)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from relay_review.errors import UsageError
+from relay_review.state import ENV_VAR, Store, check_state_url, open_store
+
+#: The environment variable naming the store when ``--state`` is not given.
+STATE_ENV = ENV_VAR
+
+__all__ = ["STATE_ENV", "Store", "check_store_url", "open_cli_store"]
+
+
+def check_store_url(text: str) -> str:
+    """``text`` as a store URL: a path, ``file:PATH``, ``none`` or a Redis URL; raises
+    :class:`ValueError` (whose message never holds the text)."""
+    return check_state_url(text)
+
+
+def open_cli_store(
+    url: str | None, environ: Mapping[str, str], timeout: float | None = None
+) -> Store:
+    """The store ``url`` names (``--state``, already checked), else ``RELAY_REVIEW_STATE``
+    (checked the same way; :class:`UsageError` when it is wrong), else none; its calls bounded
+    by ``timeout`` (the policy's ``[state] timeout_s``)."""
+    if url is None and environ.get(ENV_VAR, "").strip():
+        try:
+            url = check_state_url(environ[ENV_VAR])
+        except ValueError as exc:
+            raise UsageError(f"{ENV_VAR} (value hidden): {exc}") from None
+    return open_store(url, timeout=timeout)
