@@ -22,7 +22,7 @@ Steps (each says what it does; any failure fails CI, except an engine that canno
    copy of the image and its base is removed, and the image is pulled by that digest, timed:
    what a runner does for ``image: docker://...@sha256:...``. Both times are printed with the
    difference (the time saved per run).
-5. tests/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set to the *pulled* image (its
+5. tests/e2e/test_container.py with ``RELAY_REVIEW_TEST_IMAGE`` set to the *pulled* image (its
    ``registry/name@sha256:...`` reference) and ``RELAY_REVIEW_TEST_REGISTRY`` to the registry: a
    push event (skip notice, exit 0, outputs written), a pull_request_target event against the
    GitHub mock (Prism) and the fault fleet (exit 0, one comment, no 422), ``docker stop``
@@ -446,7 +446,7 @@ def main() -> int:
                 "-p",
                 "no:cacheprovider",
                 "-rs",
-                "tests/test_container.py",
+                "tests/e2e/test_container.py",
             ],
             cwd=REPO,
             env=test_env,

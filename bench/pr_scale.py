@@ -6,7 +6,7 @@ under **512 MB** peak RSS and inside the run deadline. This benchmark measures t
 index the 3,000 patches, plan the chunks, prompt and review them over a local fleet (an honest
 reviewer, ``healthy`` routes), validate the verdicts, render the comment, serialise the report —
 and prints time, the tracemalloc peak and the process's peak RSS, each with its ratio to the goal.
-``tests/reliability/test_resource_bounds.py`` runs the same PR end to end through
+``tests/e2e/reliability/test_resource_bounds.py`` runs the same PR end to end through
 ``relay-review run`` (Prism for GitHub) and asserts the budget on the subprocess's peak RSS.
 
 Run: ``.venv/bin/python bench/pr_scale.py [--files 3000] [--mb 20] [--deadline 120]``

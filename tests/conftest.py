@@ -2,7 +2,7 @@
 ``integration`` mark on every test that starts a subprocess or a socket server.
 
 ``python -m pytest -m "not integration"`` runs the fast core alone (pure functions, no I/O).
-A test is integration when it sits under ``tests/reliability/`` (end-to-end runs), when its
+A test is integration when it sits under ``tests/e2e/reliability/`` (end-to-end runs), when its
 module says so (``pytestmark = pytest.mark.integration``), when it is marked itself, or when it
 uses one of :data:`INTEGRATION_FIXTURES` (directly or through another fixture).
 """
@@ -29,7 +29,7 @@ INTEGRATION_FIXTURES = frozenset(
         "valkey_server",
     }
 )
-RELIABILITY = Path(__file__).parent / "reliability"
+RELIABILITY = Path(__file__).parent / "e2e" / "reliability"
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:
@@ -40,7 +40,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
     github_mock.ensure_node_tools()
 
 
-#: Words every skip of the GitHub mock's tools carries (tests/github_mock.py says "run `npm ci`").
+#: Words every skip of the GitHub mock's tools carries (tests/support/github_mock.py says
+#: "run `npm ci`").
 MOCK_SKIP_MARK = "npm ci"
 
 

@@ -15,8 +15,8 @@ It installs nothing itself. LiteLLM lives in its own venv (its dependencies clas
 (the install took ~40 s on a 2-core runner; the proxy starts in 5-16 s; the whole recording
 takes under a minute). Keys in the recordings are made-up local values, and the ``Authorization``
 header is filtered out of every request anyway (``filter_headers=["authorization"]``);
-``tests/test_cassettes.py`` checks that no cassette holds a bearer token, an ``sk-`` key or the
-master key.
+``tests/unit/providers/chat/test_call_cassettes.py`` checks that no cassette holds a bearer
+token, an ``sk-`` key or the master key.
 """
 
 from __future__ import annotations

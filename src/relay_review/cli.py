@@ -30,7 +30,7 @@ class Command(NamedTuple):
     """A command as ``relay-review --help`` lists it, and where it is implemented."""
 
     module: str
-    summary: str  # the module's ``help=`` (tests/test_packaging.py checks they agree)
+    summary: str  # the module's ``help=`` (tests/project/test_packaging.py checks they agree)
 
 
 #: command name -> its module (imported only when the command runs) and its one-line summary.

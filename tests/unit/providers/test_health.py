@@ -1,0 +1,340 @@
+"""Published health as a zero-request prior (issue 25): OpenRouter's endpoints and key listings
+replayed from cassettes of the documented shapes (``tests/cassettes/openrouter_health/``, not
+recordings: see ``tools/write_health_cassettes.py``), the catalog's order, the readiness table
+and the footer, and an end-to-end ``relay-review chat`` on the fault fleet serving both
+listings."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+import pytest
+import vcr
+
+from relay_review.config import parse_policy
+from relay_review.drill.fleet import FaultFleet
+from relay_review.pipeline.routes import published_health
+from relay_review.providers.health import (
+    FREE_PER_DAY,
+    endpoint_uptime,
+    model_uptime,
+    percent,
+    read_health,
+)
+from relay_review.records import Catalog, CatalogEntry, Cost
+from relay_review.render import comment_markdown, readiness_table
+from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
+
+CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "openrouter_health"
+replay = vcr.VCR(
+    cassette_library_dir=str(CASSETTES), record_mode="none", filter_headers=["authorization"]
+)
+BASE = "https://openrouter.ai/api/v1"
+KEY = "or-test-key-not-a-secret-0000"
+MODELS = (
+    "qwen/qwen3-coder:free",
+    "openai/gpt-oss-120b:free",
+    "meta-llama/llama-3.3-70b-instruct:free",
+)
+
+
+def route(account: str, model: str, provider: str = "openrouter", base: str = BASE, **extra):
+    return {
+        "account": account,
+        "provider": provider,
+        "model": model,
+        "base_url": base,
+        "api_key_env": f"{account.upper()}_KEY",
+        "prompt_price_per_1k": 0.0,
+        "completion_price_per_1k": 0.0,
+        **extra,
+    }
+
+
+def catalog_of(raws, **kw) -> Catalog:
+    return build_catalog(parse_discovery({"routes": raws}), **kw)
+
+
+def openrouter_catalog() -> Catalog:
+    return catalog_of([route("openrouter", m) for m in MODELS])
+
+
+ENV = {"OPENROUTER_KEY": KEY}
+CHAT = [sys.executable, "-m", "relay_review", "chat", "--discovery"]
+
+
+# --- parsing: every number is input --------------------------------------------------------
+
+
+def test_percent_clamps_and_ignores_what_is_not_a_finite_number() -> None:
+    assert percent(250) == 100.0 and percent(-3) == 0.0 and percent(62.5) == 62.5
+    for bad in (float("nan"), float("inf"), "99", None, True, [1]):
+        assert percent(bad) is None
+
+
+def test_an_endpoint_counts_its_worse_recent_figure_and_a_model_its_best_endpoint() -> None:
+    assert endpoint_uptime({"uptime_last_5m": 55, "uptime_last_30m": 62.0}) == 55
+    assert endpoint_uptime({"uptime_last_30m": 99.5}) == 99.5
+    assert endpoint_uptime({"uptime_last_1d": 99.9}) is None  # a day says nothing of now
+    listing = {"data": {"endpoints": [{"uptime_last_30m": 40}, {"uptime_last_30m": 97}]}}
+    assert model_uptime(listing) == 97
+    assert model_uptime({"data": {"endpoints": []}}) is None
+    with pytest.raises(ValueError):
+        model_uptime({"data": {"endpoints": "none"}})
+
+
+def test_documented_shapes_replayed_give_uptime_per_route_and_the_free_tier() -> None:
+    with replay.use_cassette("health_free_tier.yaml") as cassette:
+        health = asyncio.run(read_health(openrouter_catalog().selected, ENV, 5.0))
+        assert cassette.play_count == 4  # one per distinct model, one for the account's key
+    assert health.errors == []
+    assert health.uptime == {
+        "openrouter/qwen/qwen3-coder:free": 99.5,  # the better provider's lower of 5m / 30m
+        "openrouter/openai/gpt-oss-120b:free": 55.0,  # its last 5 minutes, though 30 say 62
+        "openrouter/meta-llama/llama-3.3-70b-instruct:free": 100.0,  # NaN, "99" ignored; 250 -> 100
+    }
+    info = health.keys["openrouter"]
+    assert info.is_free_tier is True and info.free_per_day == FREE_PER_DAY == 50
+    assert health.requests == 4
+
+
+def test_failures_cost_one_warning_and_leave_the_order_alone(caplog) -> None:
+    policy = parse_policy("")
+    catalog = openrouter_catalog()
+    with replay.use_cassette("health_failures.yaml"), caplog.at_level(logging.WARNING):
+        ranked, health = asyncio.run(published_health(catalog, policy, ENV))
+    warnings = [r for r in caplog.records if r.levelno >= logging.WARNING]
+    assert len(warnings) == 1
+    text = warnings[0].getMessage()
+    assert "HTTP 404" in text and "not valid JSON" in text and "HTTP 401" in text
+    assert KEY not in text
+    assert health.uptime == {} and health.keys == {}
+    assert [e.agent_id for e in ranked.selected] == [e.agent_id for e in catalog.selected]
+
+
+def test_no_request_for_other_kinds_or_without_a_key_or_when_turned_off() -> None:
+    def refuse(request: httpx.Request) -> httpx.Response:
+        raise AssertionError(f"unexpected request {request.url}")
+
+    transport = httpx.MockTransport(refuse)
+    others = catalog_of([route("nim", "meta/llama", provider="nvidia_nim", base="http://x/v1")])
+    for catalog, env, text in (
+        (others, {"NIM_KEY": "k"}, ""),
+        (openrouter_catalog(), {}, ""),
+        (openrouter_catalog(), ENV, "[discovery]\nhealth = false"),
+    ):
+        ranked, health = asyncio.run(
+            published_health(catalog, parse_policy(text), env, transport=transport)
+        )
+        assert health.requests == 0 and ranked == catalog
+
+
+# --- the prior on the catalog's order ---------------------------------------------------------
+
+
+def test_low_uptime_routes_go_last_within_their_tier_only() -> None:
+    raws = [
+        route("openrouter", "a/free-low"),
+        route("openrouter", "b/free-ok"),
+        route("openrouter", "c/free-unknown"),
+        route("openrouter", "d/priced-ok", prompt_price_per_1k=1.0, completion_price_per_1k=1.0),
+        route("openrouter", "e/priced-low", prompt_price_per_1k=1.0, completion_price_per_1k=1.0),
+    ]
+    catalog = catalog_of(raws, pool="auto")
+    before = [e.route.model for e in catalog.selected]
+    assert before == ["a/free-low", "b/free-ok", "c/free-unknown", "d/priced-ok", "e/priced-low"]
+    uptime = {
+        "openrouter/a/free-low": 40.0,
+        "openrouter/b/free-ok": 99.0,
+        "openrouter/d/priced-ok": 95.0,
+        "openrouter/e/priced-low": 10.0,
+    }
+    ranked = rank_by_uptime(catalog, uptime, 90.0)
+    after = [e.route.model for e in ranked.selected]
+    # the low free route goes behind the other free ones, never behind a priced route
+    assert after == ["b/free-ok", "c/free-unknown", "a/free-low", "d/priced-ok", "e/priced-low"]
+    assert [e.priority for e in ranked.selected] == [5, 4, 3, 2, 1]
+    assert {e.route.model: e.uptime for e in ranked.selected}["a/free-low"] == 40.0
+    assert ranked.report == catalog.report  # the same selection: order only
+    assert rank_by_uptime(catalog, uptime, 0.0).selected[0].route.model == "a/free-low"
+
+
+def test_zdr_first_stays_above_the_prior() -> None:
+    raws = [route("openrouter", "z/zdr-low"), route("openrouter", "n/plain-ok")]
+    catalog = build_catalog(parse_discovery({"routes": raws}), ["z/zdr-low"])
+    ranked = rank_by_uptime(catalog, {"openrouter/z/zdr-low": 5.0}, 90.0)
+    assert [e.route.model for e in ranked.selected] == ["z/zdr-low", "n/plain-ok"]
+
+
+# --- rendering ---------------------------------------------------------------------------------
+
+
+def entry_json(agent: str, uptime: float | None, priority: int) -> dict:
+    e = CatalogEntry(
+        route=parse_discovery({"routes": [route("openrouter", agent)]})[0],
+        cost=Cost.FREE,
+        zdr=False,
+        priority=priority,
+        uptime=uptime,
+    )
+    return e.summary()
+
+
+def test_readiness_table_and_footer_show_the_prior_and_the_cost() -> None:
+    selected = [entry_json("q/ok", 99.5, 2), entry_json("o/low", 62.0, 1)]
+    assert "uptime" not in entry_json("x/none", None, 1)
+    table = readiness_table(selected, [], None)
+    assert "free, uptime 99.5 %" in table and "free, uptime 62 %" in table
+    report = {
+        "decision": "approve",
+        "summary": "fine",
+        "catalog": {"selected": selected},
+        "quota": {
+            "requests_by_account": {"openrouter": 3},
+            "keys": {"openrouter": {"is_free_tier": True, "free_per_day": 50}},
+        },
+    }
+    body = comment_markdown(report)
+    assert "uptime 62 %" in body
+    assert "3 requests; 3 on `openrouter` of its 50 free a day" in body
+    assert "does not report how many are left today" in body
+    # hostile numbers in a report read back are not shown as counts
+    report["quota"]["requests_by_account"] = {"openrouter": -5, "x": "9"}
+    assert "0 requests; 0 on `openrouter`" in comment_markdown(report)
+
+
+# --- end to end: the CLI on the fault fleet serving OpenRouter's listings ------------------------
+
+
+FLEET = {
+    "router": {
+        "api_key": KEY,
+        "models": {
+            "vendor/first-low:free": "healthy@0.1",
+            "vendor/second-ok:free": "healthy@0.1",
+            "vendor/third-ok:free": "stall",
+        },
+        "uptime": {"vendor/first-low:free": 31.0, "vendor/second-ok:free": 99.0},
+        "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+    }
+}
+
+
+@pytest.mark.integration
+def test_chat_cli_ranks_the_low_uptime_route_last_and_reports_the_cost(tmp_path: Path) -> None:
+    with FaultFleet(FLEET) as fleet:
+        base = fleet.base_url("router")
+        discovery = {
+            "routes": [
+                {**route("router", m, base=base), "api_key_env": "ROUTER_KEY"}
+                for m in FLEET["router"]["models"]
+            ]
+        }
+        (tmp_path / "discovery.json").write_text(json.dumps(discovery))
+        env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+        env["ROUTER_KEY"] = KEY
+        proc = subprocess.run(
+            [*CHAT, "discovery.json", "--message", "hi", "--format", "json"],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        requests = fleet.requests
+    assert proc.returncode == 0, proc.stderr
+    report = json.loads(proc.stdout)
+    order = [e["model"] for e in report["catalog"]["selected"]]
+    # the first route in discovery order has published uptime 31 %: served and probed last
+    assert order == ["vendor/second-ok:free", "vendor/third-ok:free", "vendor/first-low:free"]
+    assert report["catalog"]["selected"][2]["uptime"] == 31.0
+    assert report["served_by"]["model"] == "vendor/second-ok:free"
+    chats = [r for r in requests if r.is_chat]
+    assert [r.model for r in chats] == ["vendor/second-ok:free"]  # a good day: one request
+    listings = [r.path.rsplit("/v1", 1)[1] for r in requests if not r.is_chat]
+    assert sorted(listings) == sorted(
+        [f"/models/{m}/endpoints" for m in FLEET["router"]["models"]] + ["/key"]
+    )
+    assert report["quota"]["requests_by_account"] == {"router": 1}
+    assert report["quota"]["keys"]["router"]["free_per_day"] == 50
+    assert "warning" not in proc.stderr.lower()
+
+
+# --- end to end: the action, its comment and step summary -----------------------------------------
+
+
+@pytest.mark.integration
+def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, github_mock) -> None:
+    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, posted_bodies, run_action
+
+    accounts = {
+        "router": {
+            "api_key": FLEET_KEY,
+            "models": {"acme/reviewer": "healthy", "pair/reviewer": "healthy"},
+            "uptime": {"acme/reviewer": 40.0, "pair/reviewer": 99.0},
+            "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+        }
+    }
+    with FaultFleet(accounts, reply=fleet_reply) as fleet:
+        policy = (
+            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+            + "\n[[accounts]]\n"
+            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+        )
+        run = run_action(tmp_path, github_mock, {"policy": policy})
+        chats = fleet.chat_requests()
+        listings = sorted(
+            r.path for r in fleet.requests if "/endpoints" in r.path or "/key" in r.path
+        )
+    assert run.code == 0, run.stdout + run.stderr
+    # without the prior acme/reviewer ranks first (by model id); its 40 % puts it last
+    assert [e["model"] for e in run.report["catalog"]["selected"]] == [
+        "pair/reviewer",
+        "acme/reviewer",
+    ]
+    assert run.report["served_by"]["model"] == "pair/reviewer"
+    assert [r.model for r in chats] == ["pair/reviewer"]
+    base = "/router/v1"
+    assert listings == [
+        f"{base}/key",
+        f"{base}/models/acme/reviewer/endpoints",
+        f"{base}/models/pair/reviewer/endpoints",
+    ]
+    assert run.report["quota"]["requests_by_account"] == {"router": 1}
+    (body,) = posted_bodies(github_mock)
+    cost = "1 request; 1 on `router` of its 50 free a day"
+    for text in (body, run.summary):
+        assert cost in text and "uptime 40 %" in text and "uptime 99 %" in text
+    logged = [ln for ln in run.stdout.splitlines() if not ln.startswith("::add-mask::")]
+    assert FLEET_KEY not in body + run.summary + run.stderr + "\n".join(logged)
+    assert "published health unavailable" not in run.stdout
+    assert "published health: uptime for 2 routes; 1 below min_uptime 90 %" in run.stdout
+
+
+@pytest.mark.integration
+def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) -> None:
+    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, run_action
+
+    # no key_info: the fleet answers /key with 404 (the uptime listing still answers)
+    accounts = {"router": {"api_key": FLEET_KEY, "models": {"acme/reviewer": "healthy"}}}
+    with FaultFleet(accounts, reply=fleet_reply) as fleet:
+        policy = (
+            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+            + "\n[[accounts]]\n"
+            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+        )
+        run = run_action(tmp_path, github_mock, {"policy": policy})
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.report["served_by"]["model"] == "acme/reviewer"
+    warnings = [ln for ln in run.stdout.splitlines() if "published health unavailable" in ln]
+    assert len(warnings) == 1 and warnings[0].startswith("::warning")
+    assert "1 request" in run.summary and "free a day" not in run.summary

@@ -1,0 +1,172 @@
+"""The comment, reviewer first (issue 26): decision, findings linked to the diff line, a short
+walkthrough, one line on the routes with the table folded (open when unavailable or partial),
+stalls said as stalls, and next steps when no verdict came; one believed summary."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from relay_review.records import RunReport
+from relay_review.render import comment_markdown, route_summary
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def route(agent_id: str, priority: int) -> dict[str, Any]:
+    account, model = agent_id.split("/", 1)
+    return {"agent_id": agent_id, "account": account, "model": model, "priority": priority}
+
+
+def report(**over: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "decision": "comment",
+        "summary": "Adds an export command.",
+        "findings": [
+            {
+                "path": "app/export.py",
+                "line": 15,
+                "side": "RIGHT",
+                "quote": "run(cmd, shell=True)",
+                "severity": "medium",
+                "message": "shell=True with arguments",
+            }
+        ],
+        "files": [{"path": "app/export.py"}, {"path": "app/settings.py"}],
+        "catalog": {
+            "selected": [
+                route("a/stall", 4),
+                route("b/busy", 3),
+                route("c/gone", 2),
+                route("d/good", 1),
+            ]
+        },
+        "readiness": [
+            {"agent_id": "a/stall", "status": "abandoned", "detail": "stalled: no byte in 12 s"},
+            {"agent_id": "b/busy", "status": "deferred", "http_status": 429, "retry_after": 30},
+            {"agent_id": "c/gone", "status": "rejected", "http_status": 404},
+            {"agent_id": "d/good", "status": "ready", "http_status": 200},
+        ],
+        "served_by": {"agent_id": "d/good", "account": "d", "model": "good"},
+        "probes_sent": 4,
+        "context": {"server_url": "https://github.com", "repo": "o/r", "head_sha": "f" * 40},
+        "pull_request": {"number": 7},
+    }
+    base.update(over)
+    return base
+
+
+def test_the_reviewer_reads_decision_findings_walkthrough_then_one_route_line() -> None:
+    body = comment_markdown(
+        report(
+            files=[
+                {"path": "app/export.py", "note": "New tar export."},
+                {"path": "app/settings.py"},
+            ]
+        )
+    )
+    order = [
+        "## relay-review: 💬 Comments",
+        "Adds an export command.",
+        "### Findings (1 verified)",
+        "**Walkthrough (1 of 2 files)**",
+        "- `app/export.py`: New tar export.",
+        "Served by `d/good` after 4 probes; 3 of 4 routes failed — stalled, 429, 404.",
+        "<details><summary>Routes: selection and readiness</summary>",
+    ]
+    at = [body.index(s) for s in order]
+    assert at == sorted(at), body
+    # severity, a link to the diff line, message, quoted line
+    anchor = hashlib.sha256(b"app/export.py").hexdigest()
+    link = f"(https://github.com/o/r/pull/7/files#diff-{anchor}R15)"
+    assert f"- **medium** [`app/export.py:15`]{link}: shell=True with arguments — `" in body
+
+
+def test_the_walkthrough_is_tolerant_of_replies_without_file_notes() -> None:
+    body = comment_markdown(report())
+    assert "Walkthrough" not in body  # one part, no notes: the summary says it
+    assert "Adds an export command." in body
+
+
+def test_a_review_in_parts_has_one_summary_and_parts_named_by_their_files() -> None:
+    chunks = [
+        {"number": 1, "total": 3, "paths": ["app/export.py"], "summary": "Adds an export."},
+        {"number": 2, "total": 3, "paths": ["app/settings.py"], "summary": "Turns DEBUG on."},
+        {"number": 3, "total": 3, "paths": ["README.md"], "summary": ""},
+    ]
+    body = comment_markdown(report(summary="Adds an export.", chunks=chunks))
+    assert body.count("Adds an export.") == 1  # the head's summary is not repeated
+    assert "- `app/settings.py`: Turns DEBUG on." in body
+    assert "Part " not in body
+
+
+def test_the_table_opens_only_when_unavailable_or_partial() -> None:
+    closed = "<details><summary>Routes: selection and readiness</summary>"
+    opened = "<details open><summary>Routes: selection and readiness</summary>"
+    assert closed in comment_markdown(report())
+    assert opened in comment_markdown(report(partial="1 of 2 files were not reviewed"))
+    none = report(decision="unavailable", findings=[], served_by=None)
+    assert opened in comment_markdown(none)
+
+
+def test_the_unavailable_comment_ends_with_what_to_do_next() -> None:
+    readiness = [
+        {"agent_id": "a/stall", "status": "timeout", "detail": "timeout - no headers within 10s"},
+        {"agent_id": "b/busy", "status": "deferred", "http_status": 429, "retry_after": 30},
+        {"agent_id": "c/gone", "status": "rejected", "detail": "missing key C_API_KEY"},
+        {"agent_id": "d/good", "status": "rejected", "detail": "missing key C_API_KEY"},
+    ]
+    body = comment_markdown(
+        report(decision="unavailable", findings=[], served_by=None, readiness=readiness)
+    )
+    tail = body[body.index("**What to do next**") :]
+    assert "`b/busy` asked to wait: it frees about 30 s after the run" in tail
+    assert "set the secret `C_API_KEY`" in tail
+    assert tail.index("Comment `/relay-review`") > tail.index("C_API_KEY")
+    assert tail.index("<sub>") > tail.index("/relay-review")  # only the footer after it
+    line = route_summary(RunReport.from_json(report(served_by=None, readiness=readiness)))
+    assert line == "No route served after 4 probes; 4 of 4 routes failed — stalled, 429, no key ×2."
+
+
+def test_a_reply_whose_findings_were_all_rejected_gives_no_summary() -> None:
+    unverified = [
+        {
+            "path": "a.py",
+            "line": 9,
+            "severity": "low",
+            "message": "m",
+            "reason": "not a changed line",
+        }
+    ]
+    body = comment_markdown(report(summary="", findings=[], unverified=unverified))
+    assert "No summary: every finding of the reply cited lines not in the diff" in body
+
+
+@pytest.mark.integration
+def test_the_drill_comment_believes_only_the_honest_summary_and_says_stalls() -> None:
+    """The review drill: an honest reviewer and a liar serve one chunk each; the liar's
+    "Critical problems everywhere." over findings that all fail verification is not shown,
+    and the two probes still stalled when the run ended say so."""
+    out = subprocess.run(
+        [sys.executable, "-m", "relay_review", "drill", "--format", "json"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=True,
+    ).stdout
+    data = json.loads(out)
+    assert data["summary"] == "Reviewed the changed lines shown; findings cite them exactly."
+    believed = [c["summary"] for c in data["chunks"]]
+    assert "Critical problems everywhere." not in believed
+    body = comment_markdown(data)
+    assert "Critical problems everywhere." not in body and "Part " not in body
+    stalled = [r for r in data["readiness"] if r["status"] == "abandoned"]
+    assert stalled and all(r["detail"].startswith("stalled: no byte in ") for r in stalled)
+    assert "abandoned when the run finished" not in body
