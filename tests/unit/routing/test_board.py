@@ -5,26 +5,10 @@ from __future__ import annotations
 
 import math
 
+from catalog_entries import entries
 from relay_review.records import Readiness
 from relay_review.routing.board import HEDGE_FACTOR, HEDGE_FLOOR_S, RouteBoard, hedge_delay
-from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.failover import next_route
-
-
-def entries(*models: str) -> list:
-    raws = [
-        {
-            "account": f"acct{i:02d}",
-            "provider": "openai_compatible",
-            "model": model,
-            "base_url": "http://127.0.0.1:9/v1",
-            "api_key_env": "K",
-            "prompt_price_per_1k": 0,
-            "completion_price_per_1k": 0,
-        }
-        for i, model in enumerate(models)
-    ]
-    return build_catalog(parse_discovery({"routes": raws}), limit=50).selected
 
 
 def test_probes_hold_back_until_the_lead_goes_hedge_delay_without_a_first_byte() -> None:

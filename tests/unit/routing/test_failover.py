@@ -11,6 +11,7 @@ import time
 
 import pytest
 
+from catalog_entries import entries as catalog_entries
 from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.records import Outcome, OutcomeKind, Phase, Readiness
 from relay_review.routing.board import RouteBoard
@@ -53,20 +54,8 @@ class Script:
 
 
 def catalog(*specs):
-    """specs: (account, model) in the order they should be prioritised (one account each)."""
-    raws = [
-        {
-            "account": f"acct{i:02d}",
-            "provider": "openai_compatible",
-            "model": model,
-            "base_url": "http://127.0.0.1:9/v1",
-            "api_key_env": "K",
-            "prompt_price_per_1k": 0,
-            "completion_price_per_1k": 0,
-        }
-        for i, model in enumerate(specs)
-    ]
-    return build_catalog(parse_discovery({"routes": raws}), limit=50).selected
+    """specs: models in the order they should be prioritised (one account each)."""
+    return catalog_entries(*specs)
 
 
 async def run(entries, script, *, budget=6, probe_timeout=1.0, deadline=10.0, first_byte=1.0):
