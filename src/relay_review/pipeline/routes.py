@@ -26,7 +26,6 @@ from relay_review.records import (
     Account,
     Catalog,
     ChatReport,
-    KeyUsage,
     PreflightReport,
     QuotaReport,
 )
@@ -91,9 +90,7 @@ def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> QuotaRepor
     endpoint said, the account's free tier (for the footer and the step summary)."""
     return QuotaReport(
         requests_by_account=dict(sorted(sent.items())),
-        keys={
-            name: KeyUsage.model_validate(k.to_json()) for name, k in sorted(health.keys.items())
-        },
+        keys=dict(sorted(health.keys.items())),
         health_requests=health.requests,
     )
 

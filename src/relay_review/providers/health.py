@@ -42,7 +42,7 @@ import httpx
 
 from relay_review import __version__
 from relay_review.providers.discovery.listings import FetchError, get_json
-from relay_review.records import CatalogEntry
+from relay_review.records import CatalogEntry, KeyUsage
 from relay_review.redact import redact
 
 #: The provider kinds whose health this module reads (only OpenRouter publishes it).
@@ -87,48 +87,26 @@ def model_uptime(payload: Any) -> float | None:
     return max(known) if known else None
 
 
-@dataclass(frozen=True)
-class KeyInfo:
-    """What OpenRouter's key endpoint said of one account (credits in USD, as published)."""
-
-    account: str
-    is_free_tier: bool | None = None
-    usage_daily: float | None = None
-    limit_remaining: float | None = None
-
-    @property
-    def free_per_day(self) -> int | None:
-        """The documented daily allowance of free requests, when the account is on the free
-        tier (``None``: not known from the key endpoint)."""
-        return FREE_PER_DAY if self.is_free_tier else None
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "account": self.account,
-            "is_free_tier": self.is_free_tier,
-            "usage_daily": self.usage_daily,
-            "limit_remaining": self.limit_remaining,
-            "free_per_day": self.free_per_day,
-        }
-
-
 def _credits(value: Any) -> float | None:
     if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
         return None
     return max(0.0, float(value))
 
 
-def key_info(account: str, payload: Any) -> KeyInfo:
-    """The key endpoint's reply as :class:`KeyInfo` (unknown or unreadable fields: None)."""
+def key_info(account: str, payload: Any) -> KeyUsage:
+    """The key endpoint's reply as :class:`KeyUsage` (unknown or unreadable fields: None;
+    ``free_per_day`` the documented allowance when the key is on the free tier)."""
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if not isinstance(data, Mapping):
         raise ValueError('unexpected reply: expected {"data": {...}}')
     free = data.get("is_free_tier")
-    return KeyInfo(
+    is_free = free if isinstance(free, bool) else None
+    return KeyUsage(
         account=account,
-        is_free_tier=free if isinstance(free, bool) else None,
+        is_free_tier=is_free,
         usage_daily=_credits(data.get("usage_daily")),
         limit_remaining=_credits(data.get("limit_remaining")),
+        free_per_day=FREE_PER_DAY if is_free else None,
     )
 
 
@@ -138,14 +116,14 @@ class PublishedHealth:
     account, the requests made, and what failed (scrubbed texts)."""
 
     uptime: dict[str, float] = field(default_factory=dict)
-    keys: dict[str, KeyInfo] = field(default_factory=dict)
+    keys: dict[str, KeyUsage] = field(default_factory=dict)
     requests: int = 0
     errors: list[str] = field(default_factory=list)
 
     def to_json(self) -> dict[str, Any]:
         return {
             "uptime": dict(sorted(self.uptime.items())),
-            "keys": {name: k.to_json() for name, k in sorted(self.keys.items())},
+            "keys": {name: k.model_dump(mode="json") for name, k in sorted(self.keys.items())},
             "requests": self.requests,
             "errors": list(self.errors),
         }
