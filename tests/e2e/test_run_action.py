@@ -528,7 +528,14 @@ def documented_report() -> dict:
 
 
 #: Objects whose keys are data (account names, exclusion reasons), not part of the shape.
-DATA_KEYED = {"selected_by_account", "excluded", "input_overrides", "requests_by_account", "keys"}
+DATA_KEYED = {
+    "selected_by_account",
+    "excluded",
+    "input_overrides",
+    "requests_by_account",
+    "keys",
+    "shared_day",
+}
 
 
 def key_shape(value: object, name: str = "") -> object:

@@ -199,7 +199,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
-    report.quota = quota_report(health, report.requests_by_account)
+    report.quota = quota_report(health, report.quota)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private

@@ -24,8 +24,8 @@ from relay_review.pipeline.review_cache import (
 from relay_review.pipeline.routes import (
     published_health,
     quota_report,
-    requests_sent,
     session_for,
+    spent,
 )
 from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.records import (
@@ -653,7 +653,7 @@ async def review(
     if session is not None:
         report.readiness = session.readiness()
         report.probes_sent = session.probes_sent
-        report.requests_by_account = requests_sent(session)
+        report.quota = spent(session)
     else:  # every file reused: no request, but the table says what memory holds
         board = memory.recall_only(catalog.selected)
         report.readiness = [p.model_copy() for p in board.rows()]
@@ -683,7 +683,7 @@ async def review_with_health(
     review cost each account (``quota``; the ``review`` command's flow)."""
     catalog, health = await published_health(catalog, policy, environ)
     report = await review(index, catalog, policy, environ, **kwargs)
-    report.quota = quota_report(health, report.requests_by_account)
+    report.quota = quota_report(health, report.quota)
     return report
 
 
