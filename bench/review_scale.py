@@ -33,7 +33,8 @@ from relay_review.review.prompt import (
     build_repair_message,
     diff_budget,
 )
-from relay_review.review.verdict import parse_reply, validate
+from relay_review.review.reply import parse_reply
+from relay_review.review.verdict import validate
 
 GOAL_SECONDS = 1.0
 GOAL_MB = 100.0

@@ -30,7 +30,7 @@ from relay_review.records import (
     SelectedRoute,
     ServedBy,
 )
-from relay_review.review.verdict import suggestion_lines
+from relay_review.review.suggestions import suggestion_lines
 
 #: Where the findings link to: the run's context and the pull request's number.
 Where = tuple[RunContext | None, int | None]
@@ -535,7 +535,7 @@ def _lifecycle_section(report: RunReport) -> Section | None:
 
 def suggestion_block(suggestion: str) -> str:
     """A GitHub ``suggestion`` block (committable from the review comment). The text goes in
-    as it is: it was checked (:func:`relay_review.review.verdict.suggestion_problem`: no
+    as it is: it was checked (:func:`relay_review.review.suggestions.suggestion_problem`: no
     invisible or format character, no fence line) and any change would change the code
     committed; the fence is longer than any backtick run inside, so it cannot end the block
     early."""

@@ -44,9 +44,11 @@ from relay_review.records import (
     Verdict,
 )
 from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, ChunkPlan, plan_chunks, unit_text
+from relay_review.review.citations import points_at_shown_code
 from relay_review.review.context import HeadFiles
 from relay_review.review.decision import decide, merge_findings, partial_note
 from relay_review.review.diff import DiffIndex, Side
+from relay_review.review.evidence import all_invented, evidence_problem, has_word, loops
 from relay_review.review.fingerprint import finding_fingerprint
 from relay_review.review.noise import unique
 from relay_review.review.paths import DEFAULT_EXCLUDES
@@ -63,18 +65,8 @@ from relay_review.review.prompt import (
     reply_schema,
     response_format,
 )
-from relay_review.review.verdict import (
-    FileNote,
-    ParsedReply,
-    VerdictParseError,
-    all_invented,
-    evidence_problem,
-    has_word,
-    loops,
-    parse_reply_parts,
-    points_at_shown_code,
-    validate_parts,
-)
+from relay_review.review.reply import FileNote, ParsedReply, VerdictParseError, parse_reply_parts
+from relay_review.review.verdict import validate_parts
 from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession

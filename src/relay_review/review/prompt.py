@@ -16,16 +16,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from relay_review.records.finding import MAX_MESSAGE_CHARS
 from relay_review.review.chunks import Chunk
+from relay_review.review.citations import MIN_EXCERPT_CHARS
 from relay_review.review.paths import glob_match
+from relay_review.review.rejection import Rejection
+from relay_review.review.suggestions import MAX_SUGGESTION_CHARS
 from relay_review.review.tokens import estimate_tokens
-from relay_review.review.verdict import (
-    MAX_FINDINGS,
-    MAX_MESSAGE_CHARS,
-    MAX_SUGGESTION_CHARS,
-    MIN_EXCERPT_CHARS,
-    Rejection,
-)
+from relay_review.review.verdict import MAX_FINDINGS
 
 TITLE_MAX_CHARS = 256
 BODY_MAX_CHARS = 4000
