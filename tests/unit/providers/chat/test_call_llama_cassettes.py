@@ -22,8 +22,8 @@ import vcr
 
 from relay_review.config import Policy, PreflightPolicy, ReviewPolicy, ServingPolicy
 from relay_review.drill.review import sample_diff
-from relay_review.pipeline.review import context_limit
 from relay_review.pipeline.review import review as run_review
+from relay_review.pipeline.serve import context_limit
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.forms import refuses_response_format
 from relay_review.providers.discovery import discover
