@@ -59,7 +59,7 @@ from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply, sample_diff
 from relay_review.drill.scenarios import SCENARIOS
 from relay_review.pipeline.memory import account_identity
-from relay_review.pipeline.publish import REPORT_NAME
+from relay_review.pipeline.outputs import REPORT_NAME
 
 pytestmark = pytest.mark.integration
 
