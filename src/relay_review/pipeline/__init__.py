@@ -9,7 +9,8 @@ One module per flow:
   -> report`` (the ``review`` command, the drill, and the action's review stage), with
   :mod:`.serve` (serving the chunks: response forms, reply acceptance, re-planning);
 - :mod:`.action`: the GitHub Action, ``inputs -> event -> policy -> discovery -> catalog ->
-  pull request files -> review -> publish -> step summary, outputs, report file``.
+  pull request files -> review -> publish -> step summary, outputs, report file``; publishing
+  in :mod:`.publish`, with :mod:`.lifecycle` (findings across pushes) and :mod:`.outputs`.
 
 And memory across runs, read before routing and written after, for every flow:
 :mod:`.memory` (the run's view of the store), :mod:`.route_memory` (what a route's outcome
