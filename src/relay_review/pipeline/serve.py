@@ -22,19 +22,21 @@ from relay_review.review.decision import merge_findings
 from relay_review.review.diff import DiffIndex
 from relay_review.review.evidence import all_invented, evidence_problem
 from relay_review.review.prompt import (
-    RESPONSE_FORMS,
     Instructions,
     Prompt,
     build_messages,
     diff_budget,
-    findings_cap,
     malformed_repair_messages,
-    next_form,
     repair_messages,
+)
+from relay_review.review.reply import FileNote, ParsedReply, VerdictParseError, parse_reply_parts
+from relay_review.review.reply_schema import (
+    RESPONSE_FORMS,
+    findings_cap,
+    next_form,
     reply_schema,
     response_format,
 )
-from relay_review.review.reply import FileNote, ParsedReply, VerdictParseError, parse_reply_parts
 from relay_review.review.verdict import validate_parts
 from relay_review.routing.failover import Accept, ServeResult
 from relay_review.routing.session import RoutingSession

@@ -13,8 +13,6 @@ from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import (
     BODY_MAX_CHARS,
     REPAIR_MESSAGE_MAX_TOKENS,
-    REPLY_SCHEMA,
-    RESPONSE_FORMAT,
     TITLE_MAX_CHARS,
     build_messages,
     build_repair_message,
@@ -22,6 +20,7 @@ from relay_review.review.prompt import (
 )
 from relay_review.review.rejection import Rejection
 from relay_review.review.reply import ModelReply, parse_reply
+from relay_review.review.reply_schema import REPLY_SCHEMA, RESPONSE_FORMAT
 from relay_review.review.tokens import estimate_tokens
 from relay_review.review.verdict import validate
 

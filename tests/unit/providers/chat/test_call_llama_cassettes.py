@@ -29,7 +29,7 @@ from relay_review.providers.chat.forms import refuses_response_format
 from relay_review.providers.discovery import discover
 from relay_review.records import Account, Deadlines, OutcomeKind
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import reply_schema, response_format
+from relay_review.review.reply_schema import reply_schema, response_format
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
 CASSETTES = Path(__file__).resolve().parents[3] / "cassettes"
