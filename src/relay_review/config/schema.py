@@ -192,7 +192,8 @@ class ReviewPolicy(_Section):
         None,
         "a relative path inside the reviewed repository like .github/relay-review.md (read on"
         " the default branch)",
-        pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]{0,1023}$",
+        pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]*$",
+        max_length=1024,  # not {0,1023} in the pattern: the same rule, a much smaller regex
     )
 
     @field_validator("guidelines")
@@ -206,7 +207,8 @@ class ReviewPolicy(_Section):
     language: str | None = _opt(
         None,
         "a language name like Korean, Deutsch or pt-BR (letters, spaces, '-', at most 40)",
-        pattern=r"^[^\W\d_](?:[^\W\d_]| |-){0,39}$",
+        pattern=r"^[^\W\d_](?:[^\W\d_]| |-)*$",
+        max_length=40,  # not {0,39} in the pattern: the same rule, 40 ms less to build (Unicode)
     )
     context_lines: int = _opt(
         20,
