@@ -9,7 +9,6 @@ across keys are checked on the merged whole.
 
 from __future__ import annotations
 
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -158,6 +157,8 @@ def validate_policy_data(data: Mapping[str, Any], source: str, *, layer: bool = 
 
 def parse_toml(text: str, source: str) -> dict[str, Any]:
     """Parse TOML, turning a syntax error into a UsageError that names the source."""
+    import tomllib  # only where there is a policy to parse: not the built-in defaults' start-up
+
     try:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
