@@ -72,6 +72,10 @@ def merge_layers(layers: Sequence[Layer]) -> Policy:
     merged whole is validated again, rules across keys included; its errors name every layer
     (``a.toml + command line: ...``). No layers: the built-in defaults.
     """
+    if not layers:  # the defaults as they are: no validator built (a test checks they pass)
+        defaults = Policy.model_construct()
+        _check_consistency(defaults, "built-in defaults")
+        return defaults
     merged: dict[str, Any] = {}
     for layer in layers:
         validate_policy_data(layer.data, layer.source, layer=True)

@@ -14,6 +14,7 @@ from relay_review.config import (
     env_accounts,
     key_conventions,
     load_policy,
+    merge_layers,
     merge_policy_data,
     parse_policy,
     resolve_accounts,
@@ -58,6 +59,9 @@ def test_built_in_defaults_pass_the_policy_rules() -> None:
     every one of them, dumped and read back as a policy file would be, is the same policy."""
     defaults = Policy()
     assert Policy.model_validate(defaults.model_dump()) == defaults
+    built_in = merge_layers([])  # no layer: the defaults as they are, without a validator
+    assert built_in == Policy.model_validate({}) == defaults
+    assert built_in.model_fields_set == set() and built_in.accounts is not defaults.accounts
     for name, field in Policy.model_fields.items():
         section = type(getattr(defaults, name))
         if section is not list:
