@@ -2,9 +2,10 @@
 start-up goal).
 
 The path to the first request is the imports, the policy, the discovery report, the catalog and
-the memory: the review stages, the renderer, PyGithub, redis-py, the TOML parser (no policy
-file) and httpx's command-line client (click, rich, pygments, whenever they are installed) are
-no part of it. ``bench/startup.py`` times that path; this test pins what it loads (no timing).
+the memory: the review stages, the renderer, the action's inputs, PyGithub, redis-py, the TOML
+parser (no policy file) and httpx's command-line client (click, rich, pygments, whenever they
+are installed) are no part of it. ``bench/startup.py`` times that path; this test pins what it
+loads (no timing).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ NOT_BEFORE_THE_FIRST_REQUEST = (
     "relay_review.pipeline.review",
     "relay_review.pipeline.publish",
     "relay_review.github.client",
+    "relay_review.config.inputs",  # the action's inputs
     "github",  # PyGithub
     "redis",
     "unidiff",

@@ -22,6 +22,8 @@ from relay_review.errors import UsageError
 from relay_review.kinds import KINDS
 
 DEFAULT_POLICY_FILE = "relay-review.toml"
+#: Where the action reads the policy in a repository, and the commands in the current directory.
+DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 INLINE_SOURCE = "inline policy"
 
 
