@@ -16,7 +16,7 @@ from relay_review.config import (
     file_layer,
     merge_layers,
 )
-from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.config.layers import DEFAULT_POLICY_PATH  # not the action's inputs module
 from relay_review.errors import UsageError
 from relay_review.records import Catalog
 

@@ -22,7 +22,7 @@ from relay_review.config import (
     load_policy,
     resolve_accounts,
 )
-from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.config.layers import DEFAULT_POLICY_PATH
 from relay_review.errors import UsageError
 from relay_review.providers.discovery import discover, write_report
 from relay_review.records import has_key
