@@ -12,7 +12,7 @@ from importlib import resources
 from typing import Any
 
 from relay_review.config import Policy
-from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.drill.scenarios import Scenario, drill_environ, fleet_for, routes_for
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.review import review as run_review
 from relay_review.review.diff import DiffIndex
@@ -145,7 +145,7 @@ async def run_review_drill(policy: Policy, store: Store | None = None) -> dict[s
     )
     policy = policy.model_copy(update={"review": review})
     async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = catalog_for(discovery_for(scenario, fleet))
+        catalog = catalog_for(routes_for(scenario, fleet))
         report = await run_review(
             DiffIndex.from_diff(sample_diff()),
             catalog,

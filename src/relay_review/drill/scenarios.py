@@ -22,6 +22,7 @@ from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
+from relay_review.records import Cost, Route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
 from relay_review.state import Store
@@ -150,23 +151,29 @@ def fleet_for(
     )
 
 
-def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict:
-    """A discovery report over the fleet (every route declared free)."""
-    return {
-        "routes": [
-            {
-                "account": account,
-                "provider": "openai_compatible",
-                "model": model,
-                "base_url": fleet.base_url(account),
-                "api_key_env": drill_key_env(account),
-                "prompt_price_per_1k": 0.0,
-                "completion_price_per_1k": 0.0,
-            }
-            for account, models in scenario.accounts.items()
-            for model in models
-        ]
-    }
+def routes_for(scenario: Scenario, fleet: FaultFleet) -> list[Route]:
+    """The routes a discovery over the fleet finds (every route declared free)."""
+    pairs = [(account, model) for account, models in scenario.accounts.items() for model in models]
+    return [
+        Route(
+            index=i,
+            account=account,
+            provider="openai_compatible",
+            model=model,
+            agent_id=f"{account}/{model}",
+            base_url=fleet.base_url(account),
+            api_key_env=drill_key_env(account),
+            prompt_price_per_1k=0.0,
+            completion_price_per_1k=0.0,
+            cost=Cost.FREE,
+        )
+        for i, (account, model) in enumerate(pairs)
+    ]
+
+
+def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict[str, Any]:
+    """:func:`routes_for` as a discovery report file holds them (for ``--discovery``)."""
+    return {"routes": [route.report_json() for route in routes_for(scenario, fleet)]}
 
 
 def drill_environ(scenario: Scenario) -> dict[str, str]:
@@ -205,7 +212,7 @@ async def run_scenario(
     first_request = len(fleet.requests)
     # the policy's limit and cap; the pool and ZDR as the fleet's routes are (free, not ZDR)
     section = CatalogPolicy(limit=policy.catalog.limit, account_cap=policy.catalog.account_cap)
-    catalog = catalog_for(discovery_for(scenario, fleet), section)
+    catalog = catalog_for(routes_for(scenario, fleet), section)
     report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages, store=store)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
     # probes ask PROBE_MAX_TOKENS at most; serving requests ask review.max_output_tokens

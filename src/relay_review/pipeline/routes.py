@@ -248,7 +248,7 @@ def discover_routes(
 
 
 def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
-    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
+    """The catalog of the routes discovery found (and its ZDR feed, when fetched)."""
     c = policy.catalog
     feed = discovery.zdr_feed
 
@@ -257,14 +257,14 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
 
     try:
         catalog = catalog_for(
-            discovery.report(None),
+            discovery.routes,
             c,
             zdr_feed=None if feed is None else lambda: json.loads(feed),
             require_zdr=require_zdr,
             bad_feed=unusable,
         )
     except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
-        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
+        raise RuntimeError(f"discovery produced routes the catalog refuses: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     from relay_review.render import catalog_table  # the action's only: keep chat's start light
 

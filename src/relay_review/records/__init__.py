@@ -165,9 +165,23 @@ class Cost(StrEnum):
     PRICED = "priced"
     UNKNOWN = "unknown"
 
+    @classmethod
+    def of(cls, prompt: float | None, completion: float | None) -> Cost:
+        """Both prices 0 -> free; both numbers, any > 0 -> priced; both absent -> unknown."""
+        if prompt is None and completion is None:
+            return cls.UNKNOWN
+        if prompt is None or completion is None:
+            raise ValueError("exactly one price present")
+        return cls.FREE if prompt == 0 and completion == 0 else cls.PRICED
+
+
+#: Declared structured-output support a route may carry (anything else is ignored).
+RESPONSE_FORMATS = ("json_schema", "json_object")
+
 
 class Route(BaseModel):
-    """One (account, model) pair from a discovery report, validated and with defaults filled in."""
+    """One (account, model) pair: built by discovery in process, or read back from a discovery
+    report file (:func:`relay_review.routing.catalog.parse_discovery`), defaults filled in."""
 
     model_config = ConfigDict(defer_build=True, frozen=True)
 
@@ -185,6 +199,26 @@ class Route(BaseModel):
     response_format: str | None = Field(
         None, description="structured output the route declares: json_schema, json_object or None"
     )
+    price_note: str | None = Field(None, description="why discovery found no price (unknown)")
+
+    def report_json(self) -> dict[str, Any]:
+        """The route as the discovery report file holds it (what ``discover`` writes)."""
+        out: dict[str, Any] = {
+            "account": self.account,
+            "provider": self.provider,
+            "model": self.model,
+            "agent_id": self.agent_id,
+            "base_url": self.base_url,
+            "api_key_env": self.api_key_env,
+            "prompt_price_per_1k": self.prompt_price_per_1k,
+            "completion_price_per_1k": self.completion_price_per_1k,
+            "context_length": self.context_length,
+        }
+        if self.price_note is not None:
+            out["price_note"] = self.price_note
+        if self.response_format is not None:
+            out["response_format"] = self.response_format
+        return out
 
 
 class CatalogEntry(BaseModel):

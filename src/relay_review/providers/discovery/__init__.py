@@ -32,7 +32,7 @@ from relay_review.providers.discovery.listings import (
 )
 from relay_review.providers.discovery.routes import build_routes
 from relay_review.providers.discovery.text import clip
-from relay_review.records import Account, has_key
+from relay_review.records import Account, Route, has_key
 from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -75,21 +75,22 @@ class AccountSummary:
 
 @dataclass
 class DiscoveryResult:
-    """The discovery report (``routes``, ``errors``, ``dropped``, ``zdr_feed``), the ZDR feed.
-
-    ``dropped`` maps each listed account to how many of its listed ids were left out, by reason.
+    """What discovery found: the routes (records, handed to the catalog as they are), the
+    errors, each account's summary and the ZDR feed's bytes. :meth:`report` is the discovery
+    report file's JSON (``routes``, ``errors``, ``dropped``, ``zdr_feed``).
     """
 
-    routes: list[dict[str, Any]] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
     errors: list[dict[str, str]] = field(default_factory=list)
     zdr_feed: bytes | None = None
     accounts: list[AccountSummary] = field(default_factory=list)
 
     def report(self, zdr_feed_name: str | None) -> dict[str, Any]:
-        """The report as JSON-ready data; ``zdr_feed_name`` names the saved feed, if any."""
+        """The report file's JSON; ``zdr_feed_name`` names the saved feed, if any. ``dropped``
+        maps each listed account to how many of its listed ids were left out, by reason."""
         dropped = {s.account: s.dropped for s in self.accounts if s.status == "ok"}
         return {
-            "routes": self.routes,
+            "routes": [route.report_json() for route in self.routes],
             "errors": self.errors,
             "dropped": dropped,
             "zdr_feed": zdr_feed_name,
@@ -196,7 +197,8 @@ async def discover(
             summary.dropped_text() or "none",
         )
 
-    result.routes.sort(key=lambda r: (r["account"], r["model"]))
+    result.routes.sort(key=lambda r: (r.account, r.model))
+    result.routes = [r.model_copy(update={"index": i}) for i, r in enumerate(result.routes)]
     result.errors.sort(key=lambda e: (e["account"], e["error"]))
     result.accounts.sort(key=lambda s: s.account)
     return result
