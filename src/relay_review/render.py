@@ -14,8 +14,6 @@ import textwrap
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from pydantic import BaseModel
-
 from relay_review._text import scrub_text, show_invisible
 from relay_review.records import (
     Attempt,
@@ -35,8 +33,8 @@ from relay_review.review.verdict import suggestion_lines
 #: Where the findings link to: the run's context and the pull request's number.
 Where = tuple[RunContext | None, int | None]
 
-#: Rows as typed records, or as their JSON form (the CLI commands' reports); JSON is coerced.
-Rows = Sequence[Any]
+#: The route that served, or for a review in several chunks every route that served one.
+Servers = ServedBy | Sequence[ServedBy] | None
 
 
 def plural(n: int, noun: str, nouns: str | None = None) -> str:
@@ -161,18 +159,13 @@ def _cell(value: Any) -> str:
     return plain(value, 400)
 
 
-def _typed(model: type[BaseModel], rows: Rows) -> list[Any]:
-    """``rows`` as ``model`` records (JSON rows are validated; typed ones kept)."""
-    return [r if isinstance(r, model) else model.model_validate(r) for r in rows]
-
-
-def _served_ids(served_by: Any) -> set[str]:
-    """Agent ids of one route or a list of routes (typed or JSON)."""
+def _served_ids(served_by: Servers) -> set[str]:
+    """Agent ids of one route or a list of routes."""
     if not served_by:
         return set()
-    if isinstance(served_by, Mapping | ServedBy):
+    if isinstance(served_by, ServedBy):
         served_by = [served_by]
-    return {r.agent_id for r in _typed(ServedBy, [s for s in served_by if s])}
+    return {r.agent_id for r in served_by if r}
 
 
 def catalog_table(catalog: Catalog) -> str:
@@ -197,10 +190,10 @@ def catalog_table(catalog: Catalog) -> str:
 
 
 def readiness_rows(
-    catalog: Rows,
-    readiness: Rows,
-    served_by: Any,
-    attempts: Rows = (),
+    catalog: Sequence[SelectedRoute],
+    readiness: Sequence[Probe],
+    served_by: Servers,
+    attempts: Sequence[Attempt] = (),
 ) -> list[list[Any]]:
     """One row per catalog route: priority, route, tier, preflight result, what was found,
     whether it served.
@@ -209,18 +202,18 @@ def readiness_rows(
     ``found`` names the fault: the route's last failed serving attempt (from ``attempts``), else
     its probe's detail when the probe did not find it ready.
     """
-    by_id = {r.agent_id: r for r in _typed(Probe, readiness)}
-    failures = {a.agent_id: a for a in _typed(Attempt, attempts) if a.outcome != "ok"}
+    by_id = {r.agent_id: r for r in readiness}
+    failures = {a.agent_id: a for a in attempts if a.outcome != "ok"}
     served = _served_ids(served_by)
     rows = []
-    for c in _typed(SelectedRoute, catalog):
+    for c in catalog:
         r = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
         rows.append(
             [
                 c.priority,
                 c.account,
                 c.model,
-                f"{c.cost}{'+zdr' if c.zdr else ''}" + _uptime(getattr(c, "uptime", None)),
+                f"{c.cost}{'+zdr' if c.zdr else ''}" + _uptime(c.uptime),
                 r.column,
                 r.http_status,
                 r.first_byte_s,
@@ -318,7 +311,12 @@ _FOUND_INDENT = " " * 6
 
 
 def readiness_table(
-    catalog: Rows, readiness: Rows, served_by: Any, attempts: Rows = (), *, width: int = TEXT_WIDTH
+    catalog: Sequence[SelectedRoute],
+    readiness: Sequence[Probe],
+    served_by: Servers,
+    attempts: Sequence[Attempt] = (),
+    *,
+    width: int = TEXT_WIDTH,
 ) -> str:
     """The selection and readiness table as aligned text at most ``width`` columns wide: one line
     per route (a long model id wraps inside its column), and below it, indented, what was found
@@ -346,15 +344,15 @@ def readiness_table(
     return "\n".join(lines)
 
 
-def attempt_rows(attempts: Rows) -> list[list[Any]]:
+def attempt_rows(attempts: Sequence[Attempt]) -> list[list[Any]]:
     """One row per attempt, numbered from 1."""
     return [
         [i, a.started_s, a.agent_id, a.purpose, a.phase, a.outcome, a.http_status, a.elapsed_s]
-        for i, a in enumerate(_typed(Attempt, attempts), 1)
+        for i, a in enumerate(attempts, 1)
     ]
 
 
-def attempt_timeline(attempts: Rows) -> str:
+def attempt_timeline(attempts: Sequence[Attempt]) -> str:
     """Every serving attempt in order, as aligned text."""
     if not attempts:
         return "No serving attempts."
@@ -937,9 +935,8 @@ def _footer_section(report: RunReport) -> Section:
     return ("footer", text, text)
 
 
-def comment_sections(report: RunReport | Mapping[str, Any]) -> list[Section]:
+def comment_sections(report: RunReport) -> list[Section]:
     """(name, full Markdown, shortened Markdown) for each part of the comment, in display order."""
-    report = RunReport.from_json(report)
     parts = (
         _head_section(report),
         _findings_section(report),
@@ -970,9 +967,7 @@ TRUNCATION_ORDER = (
 )
 
 
-def comment_markdown(
-    report: RunReport | Mapping[str, Any], *, marker: str = "", limit: int = COMMENT_LIMIT
-) -> str:
+def comment_markdown(report: RunReport, *, marker: str = "", limit: int = COMMENT_LIMIT) -> str:
     """The sticky comment body: fits ``limit`` characters, shortening the least important first."""
     sections = comment_sections(report)
     chosen = {name: full for name, full, _ in sections}
@@ -1070,13 +1065,12 @@ def _para(text: str, indent: str = "", first: str | None = None) -> list[str]:
     ) or [indent.rstrip()]
 
 
-def review_text(report: RunReport | Mapping[str, Any]) -> str:
+def review_text(report: RunReport) -> str:
     """A review for people as plain text: the decision, the summary (or why there is none),
     verified findings with their quoted lines, unverified ones with the reason, files not
     reviewed, the readiness table, the attempt timeline and a footer. Everything hostile is
     :func:`plain` (no Markdown escapes to read through, no control characters); no line is wider
     than :data:`TEXT_WIDTH` except an unbreakable token."""
-    report = RunReport.from_json(report)
     v = report.verdict
     out = [f"relay-review: {DECISION_WORDS.get(v.decision, plain(v.decision, 40))}", ""]
     if v.decision == Decision.UNAVAILABLE:

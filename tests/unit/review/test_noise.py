@@ -24,6 +24,7 @@ from github_mock import MockGitHub
 from relay_review.config import Policy
 from relay_review.config.inputs import read_action_inputs
 from relay_review.errors import UsageError
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown
 from relay_review.review.noise import DEFAULT_CAP, DEFAULT_FLOOR, Noise, inline_plan, unique
 
@@ -94,7 +95,7 @@ def test_low_findings_are_folded_and_the_held_back_ones_said() -> None:
             "over_cap": 0,
         },
     }
-    body = comment_markdown(report)
+    body = comment_markdown(RunReport.from_json(report))
     folded = body.index("<details><summary>Low-severity findings (1)</summary>")
     assert body.index("mid") < folded < body.index("nit")
     assert "1 finding posted as line comments; 1 below the severity floor (medium)" in body
