@@ -41,7 +41,6 @@ from relay_review.github.threads import plan as plan_lifecycle
 from relay_review.pipeline.policy import PolicyOrigin
 from relay_review.records import (
     Decision,
-    DiscoveredAccount,
     DiscoveryReport,
     EarlierFinding,
     Finding,
@@ -559,9 +558,6 @@ def describe_run(
     )
     report.require_zdr = require_zdr
     report.discovery = DiscoveryReport(
-        accounts=[
-            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
-        ],
-        errors=discovery.errors,
+        accounts=list(discovery.accounts), errors=list(discovery.errors)
     )
     report.relay_review_version = __version__

@@ -240,8 +240,8 @@ def discover_routes(
             lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
     named = {s.account for s in result.accounts}
     for error in result.errors:
-        if error["account"] not in named:
-            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+        if error.account not in named:
+            lines.append(f"discovery: {error.account}: error: {error.error}")
     if lines:
         actions.log_untrusted("\n".join(lines))
     return result
@@ -314,7 +314,7 @@ def empty_catalog_why(
         return "no provider account has a key; set one of " + ", ".join(wanted)
     excluded = catalog.report.excluded
     parts = [f"{reason} {count}" for reason, count in excluded.items()]
-    failed = [e["account"] for e in discovery.errors]
+    failed = [e.account for e in discovery.errors]
     text = f"no route was selected ({catalog.report.total_routes} discovered"
     if parts:
         text += "; excluded: " + ", ".join(parts)

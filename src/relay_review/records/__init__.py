@@ -14,6 +14,7 @@ from __future__ import annotations
 from relay_review.records.account import Account, KindName, Pricing, has_key
 from relay_review.records.action import (
     DiscoveredAccount,
+    DiscoveryError,
     DiscoveryReport,
     EarlierFinding,
     GithubReport,
@@ -73,6 +74,7 @@ __all__ = [
     "Deadlines",
     "Decision",
     "DiscoveredAccount",
+    "DiscoveryError",
     "DiscoveryReport",
     "EarlierFinding",
     "FileReport",

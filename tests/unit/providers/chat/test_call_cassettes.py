@@ -138,7 +138,7 @@ async def test_wrong_master_key_is_a_listing_error() -> None:
     with replay.use_cassette("litellm/wrong_master_key.yaml"):
         result = await discover([gateway(base)], {"PROXY_KEY": KEY}, Bounds())
     assert result.routes == []
-    assert result.errors == [
+    assert [e.model_dump() for e in result.errors] == [
         {"account": "proxy", "kind": "openai_compatible", "error": "HTTP 400: No connected db."}
     ]
 

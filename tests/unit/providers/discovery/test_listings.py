@@ -566,7 +566,9 @@ async def test_models_dev_down_leaves_prices_unknown(fleet: Fleet) -> None:
     env = {"NVIDIA_NIM_API_KEY": KEYS["NVIDIA_NIM_API_KEY"]}
     policy = parse_policy(policy_text(fleet.url))
     result = await discover(resolve_accounts(policy, env), env, policy.discovery)
-    assert result.errors == [{"account": "models.dev", "kind": "models.dev", "error": "HTTP 503"}]
+    assert [e.model_dump() for e in result.errors] == [
+        {"account": "models.dev", "kind": "models.dev", "error": "HTTP 503"}
+    ]
     assert result.routes
     for r in result.routes:
         assert r.prompt_price_per_1k is None
@@ -844,7 +846,7 @@ def test_response_format_support_from_supported_parameters(params, expected):
 async def test_unfilled_cloudflare_account_id_is_reported_not_called() -> None:
     env = {"CLOUDFLARE_API_TOKEN": "cf-token-value-123"}
     result = await discover(env_accounts(env), env, parse_policy("").discovery)
-    assert result.errors == [
+    assert [e.model_dump() for e in result.errors] == [
         {
             "account": "cloudflare",
             "kind": "cloudflare",
