@@ -29,7 +29,7 @@ from relay_review.records.action import (
     RunContext,
 )
 from relay_review.records.finding import Finding
-from relay_review.records.outcome import Deadlines, Outcome, OutcomeKind, Phase
+from relay_review.records.outcome import Deadlines, Outcome, OutcomeKind, Phase, Usage
 from relay_review.records.quota import KeyUsage, QuotaReport
 from relay_review.records.report import (
     ACTION_KEYS,
@@ -108,6 +108,7 @@ __all__ = [
     "SelectedRoute",
     "ServedBy",
     "Stopped",
+    "Usage",
     "Verdict",
     "has_key",
     "scrubbed",

@@ -4,7 +4,9 @@ table over."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -55,6 +57,26 @@ class Phase(StrEnum):
     ATTEMPT = "attempt"
 
 
+class Usage(BaseModel):
+    """The token counts a provider reported for one reply (its ``usage`` object: only whole
+    counts >= 0 are kept, the rest of the provider's JSON is not)."""
+
+    model_config = ConfigDict(defer_build=True, frozen=True)
+
+    prompt_tokens: int | None = None
+    completion_tokens: int | None = None
+
+    @classmethod
+    def of(cls, usage: Mapping[str, Any] | None) -> Usage | None:
+        """The counts of a provider's ``usage`` JSON object (None when it sent none)."""
+        if usage is None:
+            return None
+        return cls(
+            prompt_tokens=_token_count(usage, "prompt_tokens"),
+            completion_tokens=_token_count(usage, "completion_tokens"),
+        )
+
+
 class Outcome(BaseModel):
     """The typed result of one chat call (never raised, always returned)."""
 
@@ -64,7 +86,7 @@ class Outcome(BaseModel):
     http_status: int | None = None
     content: str | None = None
     finish_reason: str | None = None
-    usage: dict | None = None
+    usage: Usage | None = None
     retry_after: float | None = None
     daily_quota: bool = Field(False, description="a per-day quota is used up (see hints.py)")
     quota_exhausted: bool = Field(False, description="X-RateLimit-Remaining: 0 on the account")
@@ -88,14 +110,14 @@ class Outcome(BaseModel):
     @property
     def prompt_tokens(self) -> int | None:
         """Prompt tokens the provider counted (``usage.prompt_tokens``), if it said."""
-        return _token_count(self.usage, "prompt_tokens")
+        return self.usage.prompt_tokens if self.usage else None
 
     @property
     def completion_tokens(self) -> int | None:
         """Completion tokens the provider counted (``usage.completion_tokens``), if it said."""
-        return _token_count(self.usage, "completion_tokens")
+        return self.usage.completion_tokens if self.usage else None
 
 
-def _token_count(usage: dict | None, key: str) -> int | None:
-    value = (usage or {}).get(key)
+def _token_count(usage: Mapping[str, Any], key: str) -> int | None:
+    value = usage.get(key)
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
