@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relay_review import __version__
 from relay_review._files import atomic_write
@@ -188,8 +188,8 @@ def publish(
             )
         review = published.review or ReviewPosted(mode="none", posted=0)
         if story is not None:
-            closed = _threads_closed(gh, story, deadline, secrets, len(findings) - len(candidates))
-            review = review.model_copy(update=closed)
+            not_reposted = len(findings) - len(candidates)
+            review = _threads_closed(gh, story, deadline, secrets, not_reposted, review)
         published.review = review.model_copy(update={"noise": inline.summary(noise)})
     return published
 
@@ -273,10 +273,15 @@ def _story(
 
 
 def _threads_closed(
-    gh: Github, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
-) -> dict[str, Any]:
-    """Reply in and resolve our threads whose cited lines changed; what was done (the
-    :class:`ReviewPosted` fields it sets)."""
+    gh: Github,
+    story: _Story,
+    deadline: float | None,
+    secrets: Secrets,
+    not_reposted: int,
+    review: ReviewPosted,
+) -> ReviewPosted:
+    """Reply in and resolve our threads whose cited lines changed; ``review`` with what was
+    done."""
     done = close_threads(gh, story.plan.close, deadline)
     if story.plan.close:
         say(
@@ -287,14 +292,16 @@ def _threads_closed(
         actions.warning(
             secrets.redact(f"relay-review: review thread {thread_id} not resolved: {reason}")
         )
-    return {
-        "not_reposted": not_reposted,
-        "resolved": len(done.closed),
-        "resolve_failed": [
-            ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
-        ],
-        "threads_error": secrets.redact(story.read_error) if story.read_error else None,
-    }
+    return review.model_copy(
+        update={
+            "not_reposted": not_reposted,
+            "resolved": len(done.closed),
+            "resolve_failed": [
+                ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
+            ],
+            "threads_error": secrets.redact(story.read_error) if story.read_error else None,
+        }
+    )
 
 
 def _head_moved(
