@@ -34,8 +34,9 @@ from relay_review.drill.review import sample_diff
 from relay_review.pipeline.review import review as run_review
 from relay_review.providers.discovery import discover
 from relay_review.records import Account
+from relay_review.review.citations import citation_problem
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import citation_problem, has_word, loops
+from relay_review.review.evidence import has_word, loops
 from relay_review.routing.catalog import build_catalog
 
 pytestmark = [

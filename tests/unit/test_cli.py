@@ -11,7 +11,7 @@ import pytest
 
 from relay_review import cli
 from relay_review.commands import discover as discover_cmd
-from relay_review.pipeline.publish import serving_routes
+from relay_review.pipeline.outputs import serving_routes
 from relay_review.pipeline.routes import zdr_blocked_line
 from relay_review.records import RunReport
 from relay_review.render import plural

@@ -12,9 +12,12 @@ import pytest
 
 from relay_review._text import find_invisible, invisible_class, show_invisible
 from relay_review.records import RunReport
+from relay_review.records.finding import Finding
 from relay_review.render import comment_markdown, md_code, md_text, suggestion_diff
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import Finding, parse_reply, suggestion_problem, validate
+from relay_review.review.reply import parse_reply
+from relay_review.review.suggestions import suggestion_problem
+from relay_review.review.verdict import validate
 
 PATCH = "@@ -1,2 +1,2 @@\n def f(a, b):\n-    return a/b\n+    return a / b\n"
 LINE = "    return a / b"

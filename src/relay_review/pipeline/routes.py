@@ -26,6 +26,7 @@ from relay_review.records import (
     Account,
     Catalog,
     ChatReport,
+    DayCount,
     PreflightReport,
     QuotaReport,
 )
@@ -78,20 +79,32 @@ def warm_up() -> None:
     warm_tls_context()
 
 
-def requests_sent(session: RoutingSession | None) -> dict[str, int]:
-    """Requests the session let out per account (probes and serving; none held back)."""
+def spent(session: RoutingSession | None) -> QuotaReport:
+    """What the session let out per account (probes and serving; none held back) and, while it
+    had the shared ledger, every run's requests in the last 24 h of each account with a daily
+    budget (the run's part of ``quota``; :func:`quota_report` adds the key facts)."""
     if session is None or session.budgets is None:
-        return {}
-    return dict(session.budgets.sent)
-
-
-def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> QuotaReport:
-    """What the run cost each account (requests let out, probes included) and, where the key
-    endpoint said, the account's free tier (for the footer and the step summary)."""
+        return QuotaReport()
+    budgets = session.budgets
     return QuotaReport(
-        requests_by_account=dict(sorted(sent.items())),
+        requests_by_account=dict(sorted(budgets.sent.items())),
+        shared_day={
+            account: DayCount(used=used, per_day=per_day)
+            for account, (used, per_day) in sorted(budgets.shared_day.items())
+        },
+    )
+
+
+def quota_report(health: PublishedHealth, spent: QuotaReport | None) -> QuotaReport:
+    """What the run cost each account (requests let out, probes included; every run's requests
+    of the day where a shared ledger counted them) and, where the key endpoint said, the
+    account's free tier (for the footer and the step summary)."""
+    spent = spent or QuotaReport()
+    return QuotaReport(
+        requests_by_account=spent.requests_by_account,
         keys=dict(sorted(health.keys.items())),
         health_requests=health.requests,
+        shared_day=spent.shared_day,
     )
 
 
@@ -178,7 +191,7 @@ async def preflight(
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
         memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
-        quota=quota_report(health, requests_sent(session)),
+        quota=quota_report(health, spent(session)),
     )
 
 
@@ -214,7 +227,7 @@ async def chat(
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
         memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
-        quota=quota_report(health, requests_sent(session)),
+        quota=quota_report(health, spent(session)),
     )
 
 

@@ -30,7 +30,7 @@ from relay_review.records.action import (
 )
 from relay_review.records.finding import Finding
 from relay_review.records.outcome import Deadlines, Outcome, OutcomeKind, Phase, Usage
-from relay_review.records.quota import KeyUsage, QuotaReport
+from relay_review.records.quota import DayCount, KeyUsage, QuotaReport
 from relay_review.records.report import (
     ACTION_KEYS,
     ChatReport,
@@ -71,6 +71,7 @@ __all__ = [
     "ChatReport",
     "ChunkReport",
     "Cost",
+    "DayCount",
     "Deadlines",
     "Decision",
     "DiscoveredAccount",

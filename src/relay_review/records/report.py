@@ -237,8 +237,6 @@ class RunReport(BaseModel):
     exit_code: int | None = None
     #: What the review cost (:class:`QuotaReport`); absent from the JSON when unset.
     quota: QuotaReport | None = None
-    #: Requests the routing session let out per account (the review's part of ``quota``).
-    requests_by_account: dict[str, int] = Field(default_factory=dict, exclude=True)
     #: Set on the copy publishing renders (never in the JSON report): what went inline.
     inline: Inline | None = Field(None, exclude=True)
 

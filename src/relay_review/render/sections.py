@@ -38,23 +38,28 @@ Where = tuple[RunContext | None, int | None]
 
 
 def quota_line(quota: QuotaReport | None, code: Any = plain) -> str | None:
-    """What the review cost: ``3 requests; 3 on `openrouter` of its 50 free a day (free
-    tier; ...)``, from the report's ``quota`` (requests let out per account, probes included,
-    and what OpenRouter's key endpoint said). None when the run has no such record. Every
-    number is the report's (input): only counts >= 0 are shown."""
+    """What the review cost: ``3 requests; 41 of 50 left today on `openrouter` (...)``, from
+    the report's ``quota``: requests let out per account (probes included), every run's
+    requests of the day where a shared ledger counted them, and what OpenRouter's key endpoint
+    said. None when the run has no such record. Every number is the report's (input): only
+    counts >= 0 are shown."""
     if quota is None:
         return None
     sent = {k: v for k, v in quota.requests_by_account.items() if v >= 0}
     parts = [plural(sum(sent.values()), "request")]
-    for name, info in sorted(quota.keys.items()):
-        n = sent.get(name, 0)
-        per_day = info.free_per_day
-        if per_day is not None and per_day > 0:
+    for name in sorted({*quota.keys, *quota.shared_day}):
+        n, info, day = sent.get(name, 0), quota.keys.get(name), quota.shared_day.get(name)
+        if day is not None and day.per_day > 0:
             parts.append(
-                f"{n} on {code(name, 80)} of its {per_day} free a day (free tier; OpenRouter "
-                "does not report how many are left today)"
+                f"{day.left} of {day.per_day} left today on {code(name, 80)} (the shared "
+                "ledger's count of every run's requests in the last 24 h)"
             )
-        elif info.is_free_tier is False:
+        elif info is not None and info.free_per_day:
+            parts.append(
+                f"{n} on {code(name, 80)} of its {info.free_per_day} free a day (free tier; "
+                "OpenRouter does not report how many are left today)"
+            )
+        elif info is not None and info.is_free_tier is False:
             parts.append(f"{n} on {code(name, 80)} (not on the free tier)")
     return "; ".join(parts)
 

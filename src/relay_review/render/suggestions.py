@@ -11,12 +11,12 @@ from collections.abc import Sequence
 from relay_review._text import show_invisible
 from relay_review.records import Finding
 from relay_review.render.markdown import md_text
-from relay_review.review.verdict import suggestion_lines
+from relay_review.review.suggestions import suggestion_lines
 
 
 def suggestion_block(suggestion: str) -> str:
     """A GitHub ``suggestion`` block (committable from the review comment). The text goes in
-    as it is: it was checked (:func:`relay_review.review.verdict.suggestion_problem`: no
+    as it is: it was checked (:func:`relay_review.review.suggestions.suggestion_problem`: no
     invisible or format character, no fence line) and any change would change the code
     committed; the fence is longer than any backtick run inside, so it cannot end the block
     early."""

@@ -41,8 +41,9 @@ from hostile_checks import (
 from relay_review.drill import FaultFleet
 from relay_review.github.comment import MARKER
 from relay_review.records import RunReport
+from relay_review.records.finding import MAX_MESSAGE_CHARS, MAX_PATH_CHARS
 from relay_review.render import comment_markdown, md_text
-from relay_review.review.verdict import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_SUMMARY_CHARS
+from relay_review.review.reply import MAX_SUMMARY_CHARS
 
 SHORT = f"{MENTIONS[0]} {MARKUP[4]} {COMMANDS[0]} {MARKER} {MARKUP[0]}"
 LONG_PATH = "deep/" * 20_000 + "x.py"  # 100 KB

@@ -28,8 +28,8 @@ from relay_review.providers.health import (
     percent,
     read_health,
 )
-from relay_review.records import Catalog, CatalogEntry, Cost, RunReport
-from relay_review.render import comment_markdown, readiness_table
+from relay_review.records import Catalog, CatalogEntry, Cost, QuotaReport, RunReport
+from relay_review.render import comment_markdown, quota_line, readiness_table
 from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "openrouter_health"
@@ -210,6 +210,31 @@ def test_readiness_table_and_footer_show_the_prior_and_the_cost() -> None:
     assert "0 requests; 0 on `openrouter`" in comment_markdown(RunReport.from_json(report))
 
 
+def test_the_footer_says_what_is_left_today_where_a_shared_ledger_counted_it() -> None:
+    """With a shared ledger's count of the day: "41 of 50 left today on `openrouter`" (the
+    issue's form); without one the key endpoint's facts; hostile counts read back are 0."""
+    quota = QuotaReport.model_validate(
+        {
+            "requests_by_account": {"openrouter": 3, "nim": 1},
+            "keys": {"openrouter": {"is_free_tier": True, "free_per_day": 50}},
+            "shared_day": {"openrouter": {"used": 9, "per_day": 50}},
+        }
+    )
+    line = quota_line(quota, lambda text, _n: f"`{text}`")
+    assert line == (
+        "4 requests; 41 of 50 left today on `openrouter` (the shared ledger's count of every "
+        "run's requests in the last 24 h)"
+    )
+    spent = QuotaReport.model_validate(
+        {"shared_day": {"a": {"used": 70, "per_day": 50}, "b": {"used": -1, "per_day": True}}}
+    )
+    assert spent.shared_day["b"].used == 0 and spent.shared_day["b"].per_day == 0
+    assert quota_line(spent) == "0 requests; 0 of 50 left today on a (the shared ledger's " + (
+        "count of every run's requests in the last 24 h)"
+    )
+    assert QuotaReport.model_validate({"shared_day": {"x": 3}}).shared_day == {}
+
+
 # --- end to end: the CLI on the fault fleet serving OpenRouter's listings ------------------------
 
 
@@ -317,6 +342,58 @@ def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, gi
     assert FLEET_KEY not in body + run.summary + run.stderr + "\n".join(logged)
     assert "published health unavailable" not in run.stdout
     assert "published health: uptime for 2 routes; 1 below min_uptime 90 %" in run.stdout
+
+
+@pytest.mark.integration
+def test_action_on_a_shared_ledger_says_how_many_are_left_today(
+    tmp_path: Path, github_mock
+) -> None:
+    """Two reviews sharing one Redis (the org's store): the second one's footer and step
+    summary count both runs' requests of the day against OpenRouter's 50 free a day."""
+    from action_harness import (
+        FAST,
+        FLEET_KEY,
+        KEY_ENV,
+        PATCH,
+        api_file,
+        fleet_reply,
+        posted_bodies,
+        run_action,
+    )
+    from redis_server import RedisServer
+
+    accounts = {
+        "router": {
+            "api_key": FLEET_KEY,
+            "models": {"pair/reviewer": "healthy"},
+            "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+        }
+    }
+    server = RedisServer(tmp_path / "redis")
+    try:
+        with FaultFleet(accounts, reply=fleet_reply) as fleet:
+            policy = (
+                FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+                + "\n[[accounts]]\n"
+                + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+                + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+            )
+            inputs = {"policy": policy, "state": server.url}
+            first = run_action(tmp_path / "run1", github_mock, inputs)
+            github_mock.reset()  # another push, one more line: the review is not reused
+            patch = PATCH.replace("+10,6 @@", "+10,7 @@") + "\n+    audit(user)"
+            other = api_file("app/auth.py", "modified", patch, 4, 1)
+            runs = [first, run_action(tmp_path / "run2", github_mock, inputs, files=[other])]
+            chats = fleet.chat_requests()
+    finally:
+        server.stop()
+    assert [r.code for r in runs] == [0, 0], runs[1].stdout + runs[1].stderr
+    assert len(chats) == 2
+    assert runs[1].report["quota"]["shared_day"] == {"router": {"used": 2, "per_day": 50}}
+    body = posted_bodies(github_mock)[-1]
+    left = "1 request; 48 of 50 left today on `router` (the shared ledger's count"
+    for text in (body, runs[1].summary):
+        assert left in text, text[-600:]
 
 
 @pytest.mark.integration

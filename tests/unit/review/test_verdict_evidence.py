@@ -22,15 +22,10 @@ from relay_review.records import Deadlines, Outcome, OutcomeKind, RunReport
 from relay_review.render import comment_markdown
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import REPLY_SCHEMA, reply_schema
-from relay_review.review.verdict import (
-    all_invented,
-    evidence_problem,
-    has_word,
-    loops,
-    parse_reply_parts,
-    validate_parts,
-)
+from relay_review.review.evidence import all_invented, evidence_problem, has_word, loops
+from relay_review.review.reply import parse_reply_parts
+from relay_review.review.reply_schema import REPLY_SCHEMA, reply_schema
+from relay_review.review.verdict import validate_parts
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
 INDEX = DiffIndex.from_diff(sample_diff())
