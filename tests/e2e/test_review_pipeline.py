@@ -18,6 +18,7 @@ from relay_review.drill.review import (
 )
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.pipeline.review import review as run_review
+from relay_review.records import RunReport
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
@@ -52,7 +53,7 @@ def assert_cites_real_changed_lines(findings):
 
 
 async def test_drill_review_end_to_end():
-    report = await run_review_drill(policy())
+    report = (await run_review_drill(policy())).to_json()
     assert report["decision"] == "request_changes"  # the model itself said "approve"
     assert report["findings"], report
     assert_cites_real_changed_lines(report["findings"])
@@ -145,7 +146,7 @@ async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves
     assert "never approves" in report["partial"]
     from relay_review.render import comment_markdown
 
-    md = comment_markdown(report)
+    md = comment_markdown(RunReport.from_json(report))
     assert "> **Partial review:** 1 of 2 files change content no model was shown" in md
     assert "> - `app/settings.py`: beyond limits: the diff needs more than 1 chunks" in md
 

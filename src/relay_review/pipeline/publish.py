@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relay_review import __version__
 from relay_review.config.inputs import ActionInputs
@@ -35,7 +35,6 @@ from relay_review.pipeline.lifecycle import Lifecycle, Story, plan_story
 from relay_review.pipeline.policy import PolicyOrigin
 from relay_review.records import (
     Decision,
-    DiscoveredAccount,
     DiscoveryReport,
     Finding,
     GithubReport,
@@ -145,17 +144,22 @@ def publish(
             )
         review = published.review or ReviewPosted(mode="none", posted=0)
         if story is not None:
-            closed = _threads_closed(gh, story, deadline, secrets, len(findings) - len(candidates))
-            review = review.model_copy(update=closed)
+            not_reposted = len(findings) - len(candidates)
+            review = _threads_closed(gh, story, deadline, secrets, not_reposted, review)
         published.review = review.model_copy(update={"noise": inline.summary(noise)})
     return published
 
 
 def _threads_closed(
-    gh: Github, story: Story, deadline: float | None, secrets: Secrets, not_reposted: int
-) -> dict[str, Any]:
-    """Reply in and resolve our threads whose cited lines changed; what was done (the
-    :class:`ReviewPosted` fields it sets)."""
+    gh: Github,
+    story: Story,
+    deadline: float | None,
+    secrets: Secrets,
+    not_reposted: int,
+    review: ReviewPosted,
+) -> ReviewPosted:
+    """Reply in and resolve our threads whose cited lines changed; ``review`` with what was
+    done."""
     done = close_threads(gh, story.plan.close, deadline)
     if story.plan.close:
         say(
@@ -166,14 +170,16 @@ def _threads_closed(
         actions.warning(
             secrets.redact(f"relay-review: review thread {thread_id} not resolved: {reason}")
         )
-    return {
-        "not_reposted": not_reposted,
-        "resolved": len(done.closed),
-        "resolve_failed": [
-            ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
-        ],
-        "threads_error": secrets.redact(story.read_error) if story.read_error else None,
-    }
+    return review.model_copy(
+        update={
+            "not_reposted": not_reposted,
+            "resolved": len(done.closed),
+            "resolve_failed": [
+                ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
+            ],
+            "threads_error": secrets.redact(story.read_error) if story.read_error else None,
+        }
+    )
 
 
 def _head_moved(
@@ -346,9 +352,6 @@ def describe_run(
     )
     report.require_zdr = require_zdr
     report.discovery = DiscoveryReport(
-        accounts=[
-            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
-        ],
-        errors=discovery.errors,
+        accounts=list(discovery.accounts), errors=list(discovery.errors)
     )
     report.relay_review_version = __version__

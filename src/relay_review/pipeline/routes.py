@@ -253,15 +253,15 @@ def discover_routes(
             lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
     named = {s.account for s in result.accounts}
     for error in result.errors:
-        if error["account"] not in named:
-            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+        if error.account not in named:
+            lines.append(f"discovery: {error.account}: error: {error.error}")
     if lines:
         actions.log_untrusted("\n".join(lines))
     return result
 
 
 def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
-    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
+    """The catalog of the routes discovery found (and its ZDR feed, when fetched)."""
     c = policy.catalog
     feed = discovery.zdr_feed
 
@@ -270,14 +270,14 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
 
     try:
         catalog = catalog_for(
-            discovery.report(None),
+            discovery.routes,
             c,
             zdr_feed=None if feed is None else lambda: json.loads(feed),
             require_zdr=require_zdr,
             bad_feed=unusable,
         )
     except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
-        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
+        raise RuntimeError(f"discovery produced routes the catalog refuses: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     from relay_review.render import catalog_table  # the action's only: keep chat's start light
 
@@ -327,7 +327,7 @@ def empty_catalog_why(
         return "no provider account has a key; set one of " + ", ".join(wanted)
     excluded = catalog.report.excluded
     parts = [f"{reason} {count}" for reason, count in excluded.items()]
-    failed = [e["account"] for e in discovery.errors]
+    failed = [e.account for e in discovery.errors]
     text = f"no route was selected ({catalog.report.total_routes} discovered"
     if parts:
         text += "; excluded: " + ", ".join(parts)

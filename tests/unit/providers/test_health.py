@@ -28,7 +28,7 @@ from relay_review.providers.health import (
     percent,
     read_health,
 )
-from relay_review.records import Catalog, CatalogEntry, Cost, QuotaReport
+from relay_review.records import Catalog, CatalogEntry, Cost, QuotaReport, RunReport
 from relay_review.render import comment_markdown, quota_line, readiness_table
 from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
 
@@ -201,13 +201,13 @@ def test_readiness_table_and_footer_show_the_prior_and_the_cost() -> None:
             "keys": {"openrouter": {"is_free_tier": True, "free_per_day": 50}},
         },
     }
-    body = comment_markdown(report)
+    body = comment_markdown(RunReport.from_json(report))
     assert "uptime 62 %" in body
     assert "3 requests; 3 on `openrouter` of its 50 free a day" in body
     assert "does not report how many are left today" in body
     # hostile numbers in a report read back are not shown as counts
     report["quota"]["requests_by_account"] = {"openrouter": -5, "x": "9"}
-    assert "0 requests; 0 on `openrouter`" in comment_markdown(report)
+    assert "0 requests; 0 on `openrouter`" in comment_markdown(RunReport.from_json(report))
 
 
 def test_the_footer_says_what_is_left_today_where_a_shared_ledger_counted_it() -> None:

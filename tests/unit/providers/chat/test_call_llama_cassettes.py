@@ -70,8 +70,8 @@ async def test_discovery_reads_llama_server_meta_n_ctx() -> None:
     with replay.use_cassette("llama/listing.yaml"):
         result = await discover([account], {"K": "k" * 24}, Bounds())
     [route] = result.routes
-    assert route["model"] == MODEL
-    assert route["context_length"] == 4096  # meta.n_ctx (-c), not n_ctx_train (32768)
+    assert route.model == MODEL
+    assert route.context_length == 4096  # meta.n_ctx (-c), not n_ctx_train (32768)
 
 
 def catalog(base: str = BASE):
