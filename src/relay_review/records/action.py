@@ -182,7 +182,7 @@ class ReviewPosted(_Present):
 
 
 class GithubReport(BaseModel):
-    """What happened on GitHub (:class:`relay_review.github.publish.Published`)."""
+    """What happened on GitHub (:class:`relay_review.pipeline.publish.Published`)."""
 
     model_config = ConfigDict(defer_build=True)
 
