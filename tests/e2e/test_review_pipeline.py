@@ -245,7 +245,7 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
 
 
 def test_drill_cli_prints_the_comment():
-    proc = subprocess.run(  # the default text format is plain text (tests/unit/test_render_text.py)
+    proc = subprocess.run(  # text is the default (tests/unit/render/test_terminal.py)
         [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
         capture_output=True,
         text=True,
