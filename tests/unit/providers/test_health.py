@@ -295,9 +295,22 @@ def test_chat_cli_ranks_the_low_uptime_route_last_and_reports_the_cost(tmp_path:
 # --- end to end: the action, its comment and step summary -----------------------------------------
 
 
+def router_policy(fleet: FaultFleet) -> str:
+    """The action's fast policy with the fleet's ``router`` account as an OpenRouter account
+    (its ZDR listing on the fleet too)."""
+    from action_harness import FAST, KEY_ENV
+
+    return (
+        FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+        + "\n[[accounts]]\n"
+        + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+        + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+    )
+
+
 @pytest.mark.integration
 def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, github_mock) -> None:
-    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, posted_bodies, run_action
+    from action_harness import FLEET_KEY, fleet_reply, posted_bodies, run_action
 
     accounts = {
         "router": {
@@ -308,12 +321,7 @@ def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, gi
         }
     }
     with FaultFleet(accounts, reply=fleet_reply) as fleet:
-        policy = (
-            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
-            + "\n[[accounts]]\n"
-            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
-            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
-        )
+        policy = router_policy(fleet)
         run = run_action(tmp_path, github_mock, {"policy": policy})
         chats = fleet.chat_requests()
         listings = sorted(
@@ -351,9 +359,7 @@ def test_action_on_a_shared_ledger_says_how_many_are_left_today(
     """Two reviews sharing one Redis (the org's store): the second one's footer and step
     summary count both runs' requests of the day against OpenRouter's 50 free a day."""
     from action_harness import (
-        FAST,
         FLEET_KEY,
-        KEY_ENV,
         PATCH,
         api_file,
         fleet_reply,
@@ -372,12 +378,7 @@ def test_action_on_a_shared_ledger_says_how_many_are_left_today(
     server = RedisServer(tmp_path / "redis")
     try:
         with FaultFleet(accounts, reply=fleet_reply) as fleet:
-            policy = (
-                FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
-                + "\n[[accounts]]\n"
-                + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
-                + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
-            )
+            policy = router_policy(fleet)
             inputs = {"policy": policy, "state": server.url}
             first = run_action(tmp_path / "run1", github_mock, inputs)
             github_mock.reset()  # another push, one more line: the review is not reused
@@ -398,17 +399,12 @@ def test_action_on_a_shared_ledger_says_how_many_are_left_today(
 
 @pytest.mark.integration
 def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) -> None:
-    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, run_action
+    from action_harness import FLEET_KEY, fleet_reply, run_action
 
     # no key_info: the fleet answers /key with 404 (the uptime listing still answers)
     accounts = {"router": {"api_key": FLEET_KEY, "models": {"acme/reviewer": "healthy"}}}
     with FaultFleet(accounts, reply=fleet_reply) as fleet:
-        policy = (
-            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
-            + "\n[[accounts]]\n"
-            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
-            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
-        )
+        policy = router_policy(fleet)
         run = run_action(tmp_path, github_mock, {"policy": policy})
     assert run.code == 0, run.stdout + run.stderr
     assert run.report["served_by"]["model"] == "acme/reviewer"
