@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 
 class KeyUsage(BaseModel):
@@ -28,6 +28,10 @@ class KeyUsage(BaseModel):
         return value if ok else None
 
 
+#: The largest count a :class:`DayCount` holds (a budget above it is not one).
+MAX_COUNT = 10_000_000
+
+
 class DayCount(BaseModel):
     """An account's requests of the last 24 h, every run's, as the shared quota ledger counted
     them (a count of what went through the ledger, not the provider's), and its budget a day."""
@@ -39,10 +43,14 @@ class DayCount(BaseModel):
 
     @field_validator("used", "per_day", mode="before")
     @classmethod
-    def _count(cls, value: Any) -> int:
-        """A report read back is input: anything but a whole count in range is 0."""
-        ok = isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= 10_000_000
-        return value if ok else 0
+    def _count(cls, value: Any, info: ValidationInfo) -> int:
+        """A store's or a report's number is input: anything but a whole count >= 0 is 0; a
+        count of requests used above :data:`MAX_COUNT` is that (nothing left, never more)."""
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            return 0
+        if value > MAX_COUNT:
+            return MAX_COUNT if info.field_name == "used" else 0
+        return value
 
     @property
     def left(self) -> int:

@@ -233,6 +233,9 @@ def test_the_footer_says_what_is_left_today_where_a_shared_ledger_counted_it() -
         "count of every run's requests in the last 24 h)"
     )
     assert QuotaReport.model_validate({"shared_day": {"x": 3}}).shared_day == {}
+    # a huge count from a broken or hostile store never reads as quota left
+    flooded = QuotaReport.model_validate({"shared_day": {"a": {"used": 10**12, "per_day": 50}}})
+    assert flooded.shared_day["a"].left == 0
 
 
 # --- end to end: the CLI on the fault fleet serving OpenRouter's listings ------------------------
