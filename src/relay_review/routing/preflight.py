@@ -21,7 +21,7 @@ a spent daily quota takes every free route of the account out (:func:`~.board.qu
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
 can start on the first ready route while other probes are still in flight. One probe's
 exception (any) never ends the others: raised by the budget or the chat call it is that
-route's ``bad_reply`` (:func:`~.board.send`: rejected); raised anywhere else (a key check, the
+route's ``bad_reply`` (:func:`~.send.send`: rejected); raised anywhere else (a key check, the
 board) the route is deferred with the exception's type as its detail (serving tries it last).
 Either way with one warning.
 """
@@ -33,11 +33,9 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from relay_review.records import CatalogEntry, Deadlines, OutcomeKind, Readiness
-from relay_review.routing.board import (
-    MIN_HOLD_S,
-    RouteBoard,
+from relay_review.routing.board import MIN_HOLD_S, RouteBoard, account_consequences
+from relay_review.routing.send import (
     RunContext,
-    account_consequences,
     api_key_for,
     missing_key_detail,
     outcome_detail,
