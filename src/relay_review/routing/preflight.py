@@ -15,8 +15,8 @@ the first route found ready takes the request over (:func:`~.failover.serve`). O
 probe is sent at all. Eager preflight (``mode = "eager"``) probes up to ``probe_budget`` routes
 at once when the run starts. A route whose key is missing is
 rejected without a request. An authentication or payment failure takes the whole account out
-(a gateway's only when its key is confirmed bad: :func:`~relay_review.routing.board.account_wide`);
-a spent daily quota takes every free route of the account out (:func:`~.board.quota_spent`).
+(a gateway's only when its key is confirmed bad: :func:`~.accounts.account_wide`);
+a spent daily quota takes every free route of the account out (:func:`~.accounts.quota_spent`).
 
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
 can start on the first ready route while other probes are still in flight. One probe's
@@ -33,7 +33,8 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from relay_review.records import CatalogEntry, Deadlines, OutcomeKind, Readiness
-from relay_review.routing.board import MIN_HOLD_S, RouteBoard, account_consequences
+from relay_review.routing.accounts import account_consequences
+from relay_review.routing.board import MIN_HOLD_S, RouteBoard
 from relay_review.routing.send import (
     RunContext,
     api_key_for,
