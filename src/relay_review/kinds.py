@@ -49,7 +49,7 @@ class Kind:
     url_env: str | None = None
     #: a prefix the listing puts before ids that chat calls do not need (Gemini's ``models/``)
     id_prefix: str | None = None
-    #: fronts other providers: a 401/402/403 may be one upstream's (see routing.board)
+    #: fronts other providers: a 401/402/403 may be one upstream's (see routing.accounts)
     gateway: bool = False
     #: the provider's published free-tier limits per account (requests per minute / per day),
     #: the quota ledger's default for the account's free routes (None: not published)

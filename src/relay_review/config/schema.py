@@ -105,8 +105,8 @@ class PreflightPolicy(_Section):
     ``mode``: ``hedged`` (the real request goes first to the best-ranked route, its own probe;
     the other routes are probed only when it has not produced a first byte within the hedge
     delay) or ``eager`` (up to ``probe_budget`` routes probed before anything serves). The hedge
-    delay is 3 x the first byte route memory remembers of the route (at least 0.25 s), never more
-    than ``hedge_delay_max``, which is also the delay when memory knows none
+    delay is a multiple of the first byte route memory remembers of the route (with a floor),
+    never more than ``hedge_delay_max``, which is also the delay when memory knows none
     (:func:`relay_review.routing.board.hedge_delay`).
     """
 

@@ -48,8 +48,8 @@ from relay_review.review.fingerprint import finding_fingerprint
 from relay_review.review.noise import unique
 from relay_review.review.paths import DEFAULT_EXCLUDES
 from relay_review.review.prompt import Instructions
-from relay_review.routing.board import ChatFn
 from relay_review.routing.failover import ServeResult
+from relay_review.routing.send import ChatFn
 from relay_review.state import Store, latest_unit
 
 log = logging.getLogger("relay_review.pipeline")

@@ -24,7 +24,8 @@ from pydantic import ValidationError
 
 from relay_review.config import MemoryPolicy
 from relay_review.records import Outcome, OutcomeKind, Readiness
-from relay_review.routing.board import ACCOUNT_WIDE, RouteBoard
+from relay_review.routing.accounts import ACCOUNT_WIDE
+from relay_review.routing.board import RouteBoard
 from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo
 
 #: Outcomes that mean the route will not serve (until its memo runs out).

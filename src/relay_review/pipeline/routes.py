@@ -30,9 +30,9 @@ from relay_review.records import (
     PreflightReport,
     QuotaReport,
 )
-from relay_review.routing.board import ChatFn
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
+from relay_review.routing.send import ChatFn
 from relay_review.routing.session import RoutingSession, warm_tls_context
 from relay_review.state import Store
 from relay_review.state.ledger import Budget

@@ -1,4 +1,4 @@
-"""The route board: the state of each catalog route during one run, and the terms routing shares.
+"""The route board: the state of each catalog route during one run.
 
 Probing (:mod:`~relay_review.routing.preflight`) writes each route's readiness on the board:
 ready, deferred (with its ``retry_after``), rejected, timeout or still unprobed. Serving
@@ -7,195 +7,24 @@ the rest of the run), ``busy`` while it serves a request, ``proven`` once it ser
 change wakes whoever waits on the board, so serving starts on the first ready route while other
 probes are still in flight, and concurrent requests of one run share what each learns.
 
-Both read one :class:`RunContext` (the chat call, HTTP client, keys, deadlines and clock of the
-run) instead of threading those through every call.
+The board only records and signals: what an outcome means for the route's account is decided in
+:mod:`~relay_review.routing.accounts`, and requests go out through
+:func:`~relay_review.routing.send.send`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
-import logging
 import math
-import time
-from collections.abc import Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Sequence
 
-from relay_review.kinds import is_gateway
-from relay_review.records import (
-    CatalogEntry,
-    Cost,
-    Deadlines,
-    Outcome,
-    OutcomeKind,
-    Probe,
-    Readiness,
-)
-from relay_review.routing import progress
-from relay_review.routing.budget import AccountBudgets
-
-if TYPE_CHECKING:
-    import httpx
-
-log = logging.getLogger("relay_review.routing")
+from relay_review.records import CatalogEntry, Cost, Outcome, Probe, Readiness
 
 #: Shortest hold of a budget-refused route (a refusal whose wait rounds to 0 never spins).
 MIN_HOLD_S = 0.05
 #: A hold moved by less than this is the same deferral (no second note in the attempt log).
 HOLD_SLACK_S = 1.0
-
-#: Outcomes that condemn every route of the account, not just the one that saw them.
-ACCOUNT_WIDE = frozenset({OutcomeKind.AUTH_FAILED, OutcomeKind.PAYMENT_REQUIRED})
-
-
-class ChatFn(Protocol):
-    """The shape of :func:`relay_review.providers.chat.call.chat_call` (injectable for tests)."""
-
-    def __call__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        messages: list[dict],
-        deadlines: Deadlines,
-        max_tokens: int | None = None,
-        extra_body: dict | None = None,
-        on_first_byte: Callable[[], None] | None = None,
-    ) -> Awaitable[Outcome]: ...
-
-
-class KeyCheckFn(Protocol):
-    """The shape of :func:`relay_review.providers.chat.keycheck.key_check`: True when
-    ``GET /models`` refuses the key, False when it accepts it, None when it could not tell."""
-
-    def __call__(
-        self,
-        client: httpx.AsyncClient,
-        *,
-        base_url: str,
-        api_key: str | None,
-        deadlines: Deadlines,
-    ) -> Awaitable[bool | None]: ...
-
-
-@dataclass(frozen=True)
-class RunContext:
-    """What every probe and attempt of one run shares: how to call a route, and the run's bounds.
-
-    ``deadlines`` bound each serving attempt (probes take the shorter probe bound, and the
-    connect bound from here); ``deadline_at`` ends the whole run, on ``clock``'s scale;
-    ``started_at`` is where attempt start times are counted from. ``key_check`` confirms a
-    gateway account's key (None: never confirmed, so a gateway's auth failure stays per route).
-    """
-
-    chat: ChatFn
-    client: httpx.AsyncClient
-    environ: Mapping[str, str]
-    deadlines: Deadlines
-    deadline_at: float
-    started_at: float
-    clock: Callable[[], float] = time.monotonic
-    sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
-    key_check: KeyCheckFn | None = None
-    budgets: AccountBudgets | None = None
-
-
-async def account_consequences(
-    board: RouteBoard,
-    run: RunContext,
-    entry: CatalogEntry,
-    outcome: Outcome,
-    *,
-    condemn: Callable[[str, str], None],
-) -> None:
-    """What one route's failure means for its account: an auth/payment failure ``condemn``s
-    the whole account (a gateway's only once its key is confirmed bad); a spent quota takes the
-    account's free routes out. Probing rejects, serving takes out: the caller says which."""
-    if outcome.kind in ACCOUNT_WIDE:
-        why = await account_wide(board, run, entry, confirm=outcome.content_refusal)
-        if why is not None:
-            board.condemned.add(entry.account)
-            condemn(entry.account, account_out_detail(entry.account, outcome, why))
-    elif quota_spent(outcome, run.clock(), run.deadline_at):
-        board.take_out_free_routes(
-            entry.account, outcome, quota_detail(entry.account, outcome), seen_on=entry.agent_id
-        )
-
-
-async def send(
-    run: RunContext,
-    entry: CatalogEntry,
-    on_admitted: Callable[[], None] | None = None,
-    **request: Any,
-) -> Outcome:
-    """One chat request on ``entry`` -- unless the account's budget cannot hold it: then the
-    refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
-    exception of the budget or the chat call (a bug: both return outcomes) is this route's
-    ``bad_reply``. ``on_admitted`` is told when the budget let it go (the hedge clock starts
-    there, not while a slow shared ledger answers)."""
-    try:
-        if run.budgets is not None:
-            refused = await run.budgets.admit(entry, run.deadline_at - run.clock())
-            if refused is not None:
-                return refused
-        if on_admitted is not None:
-            on_admitted()
-        if request.get("on_first_byte") is None or not takes_first_byte(run.chat):
-            request.pop("on_first_byte", None)  # a scripted chat: told nothing, answers whole
-        with progress.tracking(
-            entry.agent_id, request.get("deadlines"), deadline_at=run.deadline_at, clock=run.clock
-        ):
-            outcome = await run.chat(run.client, **request)
-    except Exception as exc:  # both return outcomes; a bug below fails this route only
-        log.warning("request on %s failed: %s", entry.agent_id, type(exc).__name__)
-        return Outcome(kind=OutcomeKind.BAD_REPLY, detail=f"request failed: {type(exc).__name__}")
-    if run.budgets is not None:
-        await run.budgets.learn(entry, outcome)
-    return outcome
-
-
-def takes_first_byte(chat: Callable[..., object]) -> bool:
-    """Whether ``chat`` takes the ``on_first_byte`` hook (the real chat call does; a scripted
-    one in tests may not, and then hedging learns of its answer only when it returns)."""
-    try:
-        params = inspect.signature(chat).parameters
-    except (TypeError, ValueError):
-        return False
-    return "on_first_byte" in params or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-    )
-
-
-def outcome_detail(outcome: Outcome) -> str:
-    """A one-line human description of an outcome (no secrets: outcomes never carry keys)."""
-    parts = [outcome.kind.value]
-    if outcome.phase:
-        parts.append(f"in {outcome.phase.value}")
-    if outcome.retry_after is not None:
-        parts.append(f"retry after {outcome.retry_after:g}s")
-    if outcome.daily_quota and outcome.reset_at:
-        parts.append(f"(daily quota, resets {outcome.reset_at})")
-    elif outcome.quota_exhausted and outcome.reset_at:
-        parts.append(f"(no requests left, resets {outcome.reset_at})")
-    if outcome.detail:
-        parts.append(f"- {outcome.detail}")
-    return " ".join(parts)
-
-
-def missing_key_detail(env_name: str) -> str:
-    """The rejection text for a route whose key variable is unset (names the variable only)."""
-    return f"missing key {env_name}"
-
-
-def api_key_for(entry: CatalogEntry, environ: Mapping[str, str]) -> str | None:
-    """The route's key from its ``api_key_env`` (surrounding whitespace, e.g. a pasted newline,
-    removed, as discovery does); None when unset or blank."""
-    return (environ.get(entry.route.api_key_env) or "").strip() or None
-
 
 #: Hedged preflight with a remembered first byte: probes wait this many times the first byte
 #: the route served with in a past run (its usual answer, with room for a slower moment) ...
@@ -238,10 +67,10 @@ class RouteBoard:
         self.out: set[str] = set()
         self.busy: set[str] = set()
         self.proven: set[str] = set()
-        #: account -> its one key check this run (gateways; see :func:`account_wide`)
+        #: account -> its one key check this run (gateways; see :func:`.accounts.account_wide`)
         self.key_checks: dict[str, asyncio.Task[bool | None]] = {}
-        #: Accounts an auth or payment failure took out this run (:func:`account_consequences`):
-        #: the only accounts memory may remember as dead.
+        #: Accounts an auth or payment failure took out this run
+        #: (:func:`.accounts.account_consequences`): the only accounts memory may remember as dead.
         self.condemned: set[str] = set()
         #: The last outcome each route gave this run (probe or attempt): what memory keeps.
         self.outcomes: dict[str, Outcome] = {}
@@ -480,69 +309,3 @@ class RouteBoard:
         changed = self._changed
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(changed.wait(), timeout=max(0.0, timeout))
-
-
-# ---- account-wide signals (shared by preflight and serving) ------------------------------------
-
-
-def quota_spent(outcome: Outcome, now: float, deadline_at: float) -> bool:
-    """Whether a rate-limited outcome says the account's free allowance is gone for the run: a
-    per-day quota used up, or no requests remaining until after the run deadline."""
-    if outcome.kind is not OutcomeKind.RATE_LIMITED:
-        return False
-    if outcome.daily_quota:
-        return True
-    wait = outcome.retry_after
-    return outcome.quota_exhausted and wait is not None and now + wait >= deadline_at
-
-
-def quota_detail(account: str, outcome: Outcome) -> str:
-    """The readiness detail of a free route taken out by its account's spent quota."""
-    what = "daily quota used up" if outcome.daily_quota else "no requests left this run"
-    reset = f"; resets {outcome.reset_at}" if outcome.reset_at else ""
-    return f"account {account}: {what}{reset}"
-
-
-async def account_wide(
-    board: RouteBoard, run: RunContext, entry: CatalogEntry, *, confirm: bool = False
-) -> str | None:
-    """After an auth or payment failure on ``entry``: why the whole account is out (``""`` for a
-    direct provider: the failure itself says it), or None when only this route is.
-
-    Direct providers: always the account, unless ``confirm`` (the failure may be a refusal of the
-    content, e.g. a WAF's HTML 403). Gateways (``openai_compatible``) and ``confirm``: only when
-    one authenticated ``GET {base_url}/models`` refuses the key (401/403), checked at most once
-    per account per run, within the run deadline and the connect/first-byte bounds.
-    """
-    if not is_gateway(entry.route.provider) and not confirm:
-        return ""
-    if run.key_check is None or not entry.route.base_url:
-        return None
-    task = board.key_checks.get(entry.account)
-    if task is None:
-        task = asyncio.ensure_future(_check_key(run, entry))
-        board.key_checks[entry.account] = task
-    refused = await asyncio.shield(task)
-    return "key refused by GET /models" if refused else None
-
-
-async def _check_key(run: RunContext, entry: CatalogEntry) -> bool | None:
-    remaining = run.deadline_at - run.clock()
-    if remaining <= 0 or run.key_check is None:
-        return None
-    d = run.deadlines
-    bound = min(d.first_byte, d.attempt, remaining)
-    deadlines = Deadlines(
-        connect=min(d.connect, bound), first_byte=bound, idle=bound, attempt=bound
-    )
-    return await run.key_check(
-        run.client,
-        base_url=entry.route.base_url or "",
-        api_key=api_key_for(entry, run.environ),
-        deadlines=deadlines,
-    )
-
-
-def account_out_detail(account: str, outcome: Outcome, why: str) -> str:
-    """The readiness detail of a route whose account an auth or payment failure took out."""
-    return f"account {account}: {outcome.kind.value}" + (f" ({why})" if why else "")

@@ -78,16 +78,10 @@ from relay_review.records import (
     ServedBy,
 )
 from relay_review.routing import progress
-from relay_review.routing.board import (
-    MIN_HOLD_S,
-    RouteBoard,
-    RunContext,
-    account_consequences,
-    api_key_for,
-    outcome_detail,
-    send,
-)
+from relay_review.routing.accounts import account_consequences
+from relay_review.routing.board import MIN_HOLD_S, RouteBoard
 from relay_review.routing.preflight import PROBE_TABLE
+from relay_review.routing.send import RunContext, api_key_for, outcome_detail, send
 
 log = logging.getLogger("relay_review.failover")
 

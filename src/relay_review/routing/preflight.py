@@ -7,21 +7,21 @@ at most :data:`PROBE_MAX_TOKENS` output tokens under a short bound. Routes beyon
 Hedged preflight (the default, ``[preflight] mode = "hedged"``): serving sends the real request
 first to the best-ranked route (:meth:`RouteBoard.lead_with`; or to the routes a past run proved)
 and no probe goes out while that request may still answer: until it fails, or until it has gone
-the hedge delay without a first byte (:func:`~.board.hedge_delay`: 3 x the first byte memory
-remembers of the route, at least 0.25 s, at most ``[preflight] hedge_delay_max``, 0.5 s, which is
+the hedge delay without a first byte (:func:`~.board.hedge_delay`: a multiple of the first byte
+memory remembers of the route, with a floor, at most ``[preflight] hedge_delay_max``, which is
 also the delay when memory knows none). Then every other route with a key is probed at
 once (one probe each: a route left unprobed would later cost a full-size request unprobed), and
 the first route found ready takes the request over (:func:`~.failover.serve`). On a good day no
 probe is sent at all. Eager preflight (``mode = "eager"``) probes up to ``probe_budget`` routes
 at once when the run starts. A route whose key is missing is
 rejected without a request. An authentication or payment failure takes the whole account out
-(a gateway's only when its key is confirmed bad: :func:`~relay_review.routing.board.account_wide`);
-a spent daily quota takes every free route of the account out (:func:`~.board.quota_spent`).
+(a gateway's only when its key is confirmed bad: :func:`~.accounts.account_wide`);
+a spent daily quota takes every free route of the account out (:func:`~.accounts.quota_spent`).
 
 Results land on the :class:`~relay_review.routing.board.RouteBoard` as they arrive, so serving
 can start on the first ready route while other probes are still in flight. One probe's
 exception (any) never ends the others: raised by the budget or the chat call it is that
-route's ``bad_reply`` (:func:`~.board.send`: rejected); raised anywhere else (a key check, the
+route's ``bad_reply`` (:func:`~.send.send`: rejected); raised anywhere else (a key check, the
 board) the route is deferred with the exception's type as its detail (serving tries it last).
 Either way with one warning.
 """
@@ -33,11 +33,10 @@ import logging
 from collections.abc import Iterable, Mapping
 
 from relay_review.records import CatalogEntry, Deadlines, OutcomeKind, Readiness
-from relay_review.routing.board import (
-    MIN_HOLD_S,
-    RouteBoard,
+from relay_review.routing.accounts import account_consequences
+from relay_review.routing.board import MIN_HOLD_S, RouteBoard
+from relay_review.routing.send import (
     RunContext,
-    account_consequences,
     api_key_for,
     missing_key_detail,
     outcome_detail,

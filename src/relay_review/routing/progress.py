@@ -4,7 +4,7 @@ waits for, from which route, and how much of the bound in force is used::
 
     INFO relay_review.progress: waiting for first token from nim_a/qwen/qwen3 (12 s of 60 s)
 
-How it works: :func:`tracking` (around one chat call, in :func:`.board.send`) registers the
+How it works: :func:`tracking` (around one chat call, in :func:`.send.send`) registers the
 request in the running loop's registry with its start time and deadlines; the chat call moves
 its phase on (:func:`phase`: first byte -> first token -> the rest of the reply) through a
 context variable, so no argument is threaded through; one ticker task per loop, started with

@@ -26,10 +26,11 @@ import httpx
 from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.records import Attempt, CatalogEntry, Outcome, Probe, Readiness
 from relay_review.routing import failover, progress
-from relay_review.routing.board import ChatFn, KeyCheckFn, RouteBoard, RunContext, api_key_for
+from relay_review.routing.board import RouteBoard
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.failover import Accept, Downgrade, ExtraBody, ServeRequest, ServeResult
 from relay_review.routing.preflight import run_preflight
+from relay_review.routing.send import ChatFn, KeyCheckFn, RunContext, api_key_for
 
 log = logging.getLogger("relay_review.preflight")
 

@@ -1,7 +1,7 @@
 """Whether a gateway's key is refused for the whole account: one authenticated ``GET /models``.
 
 A gateway passes an upstream's 401/402/403 through for one model; the listing tells a bad gateway
-key from one bad upstream (``routing.board`` decides over the answer).
+key from one bad upstream (``routing.accounts`` decides over the answer).
 """
 
 from __future__ import annotations

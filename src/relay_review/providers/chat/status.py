@@ -73,7 +73,7 @@ def classify_http_error(
             kind = OutcomeKind.BAD_REQUEST  # moderation, or a body naming content/safety/policy
         else:
             # An HTML 403 stays an auth failure for this run: it condemns the account only once
-            # GET /models refuses the key too (routing.board.account_wide); otherwise it ends
+            # GET /models refuses the key too (routing.accounts.account_wide); otherwise it ends
             # this route for this run, a refusal of this request's content.
             kind = OutcomeKind.AUTH_FAILED
     elif status == 402:
