@@ -52,9 +52,13 @@ def tls_context() -> ssl.SSLContext:
 
 def warm_tls_context() -> None:
     """Start making the TLS context in a thread (OpenSSL reads the CA bundle without the GIL),
-    so it is ready by the time the session opens, instead of delaying the first request."""
+    so it is ready by the time the session opens, instead of delaying the first request.
+
+    Not a daemon thread: the interpreter joins it before it finalizes (a few tens of ms of
+    local file reading at most). A daemon thread still inside OpenSSL when a run that sent
+    nothing (every file reused) exited crashed the process (SIGSEGV, about 1 run in 20)."""
     if not _tls:
-        threading.Thread(target=tls_context, name="tls-context", daemon=True).start()
+        threading.Thread(target=tls_context, name="tls-context").start()
 
 
 def default_chat() -> ChatFn:
