@@ -85,15 +85,27 @@ def _fresh_logging() -> Iterator[None]:
         httpx_log.setLevel(httpx_level)
 
 
+@contextlib.contextmanager
+def _stdin(text: str) -> Iterator[None]:
+    saved = sys.stdin
+    sys.stdin = io.TextIOWrapper(io.BytesIO(text.encode()), encoding="utf-8")
+    try:
+        yield
+    finally:
+        sys.stdin = saved
+
+
 def run_cli(
     *argv: str,
     env: Mapping[str, str] | None = None,
     cwd: Path | None = None,
     stamped: list[tuple[float, str]] | None = None,
+    stdin: str = "",
 ) -> CliRun:
     """``relay-review *argv`` in this process. ``env``: the whole environment for the run
     (default: this process's); ``cwd``: its working directory; ``stamped``: filled with
-    (seconds since the start, line) for each stderr line as it was written."""
+    (seconds since the start, line) for each stderr line as it was written; ``stdin``: what
+    the command reads from standard input."""
     from relay_review import cli
 
     start = time.monotonic()
@@ -103,6 +115,7 @@ def run_cli(
         _fresh_logging(),
         contextlib.redirect_stdout(out),
         contextlib.redirect_stderr(err),
+        _stdin(stdin),
     ):
         try:
             code = cli.main(list(argv))
