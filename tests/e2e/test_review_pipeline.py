@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.review import (
     REVIEW_DRILL_CHUNK_TOKENS,
@@ -244,13 +245,8 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
 
 
 def test_drill_cli_prints_the_comment():
-    proc = subprocess.run(  # the default text format is plain text (tests/unit/test_render_text.py)
-        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # the default text format is plain text (tests/unit/test_render_text.py); cli.main, in process
+    proc = run_cli("drill", "--format", "markdown")
     assert proc.returncode == 0, proc.stderr
     assert "## relay-review: 🔴 Changes requested" in proc.stdout
     assert "<summary>Routes: selection and readiness</summary>" in proc.stdout

@@ -6,11 +6,10 @@ cannot recolour or rewrite the terminal), long cells wrapped inside their column
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.render import (
     TEXT_WIDTH,
     attempt_timeline,
@@ -135,34 +134,17 @@ def test_review_text_is_plain_and_keeps_hostile_text_inert() -> None:
 def test_drill_text_format_is_plain_and_fits() -> None:
     """``relay-review drill`` (text, the default) against the bundled fleet: the issue's examples
     (``nim\\_a``, ``\\(RIGHT\\)``) are gone and no line is wider than the limit; ``--format
-    markdown`` still prints the comment."""
-    text = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    markdown`` still prints the comment. Through ``cli.main`` in this process
+    (tests/support/cli_harness.py); the drill as a process: tests/e2e/test_routing_fleet.py."""
+    text = run_cli("drill")
     assert text.returncode == 0, text.stderr
     out = text.stdout
     assert "nim_a" in out and "found: not_found - HTTP 404" in out  # (the liar is refused now)
     assert "\\_" not in out and "\\(" not in out and "| --- |" not in out and "<details>" not in out
     assert max(map(len, out.splitlines())) <= TEXT_WIDTH, out
-    scenario = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--scenario", "mixed"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    scenario = run_cli("drill", "--scenario", "mixed")
     assert scenario.returncode == 0, scenario.stderr
     assert max(map(len, scenario.stdout.splitlines())) <= TEXT_WIDTH, scenario.stdout
-    md = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    md = run_cli("drill", "--format", "markdown")
     assert md.returncode == 0 and "nim\\_a" in md.stdout and "| prio |" in md.stdout
     assert json.dumps(md.stdout)  # printable
