@@ -225,22 +225,8 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
     empty.write_text("not a diff\n")
     d = tmp_path / "d.json"
     d.write_text('{"routes": []}')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "relay_review",
-            "review",
-            "--diff",
-            str(empty),
-            "--discovery",
-            str(d),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # cli.main in this process (the review command as a process: the test above)
+    proc = run_cli("review", "--diff", str(empty), "--discovery", str(d))
     assert proc.returncode == 2 and f"--diff {empty}: no file found" in proc.stderr
 
 
