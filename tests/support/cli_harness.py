@@ -14,7 +14,6 @@ import gc
 import io
 import logging
 import os
-import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -127,21 +126,3 @@ def run_cli(
     if stamped is not None:
         stamped.extend(err.lines)
     return CliRun(code, out.getvalue(), err.getvalue(), time.monotonic() - start)
-
-
-def run_process(
-    *argv: str,
-    env: Mapping[str, str] | None = None,
-    cwd: Path | None = None,
-    timeout: float = 120,
-) -> subprocess.CompletedProcess[str]:
-    """``python -m relay_review *argv`` as a subprocess: the face test of a command family."""
-    return subprocess.run(
-        [sys.executable, "-m", "relay_review", *argv],
-        capture_output=True,
-        text=True,
-        env=dict(env) if env is not None else None,
-        cwd=cwd,
-        timeout=timeout,
-        check=False,
-    )
