@@ -6,7 +6,7 @@ Each process has the same catalog (one route per account, probes off, so each ru
 one request when its budget allows). The fleet records every request it receives, with its time.
 
 ``forked=True`` starts the processes from a fork server that imported relay-review once
-(``multiprocessing``'s forkserver): each is still its own process with its own Redis client and
+(tests/support/forked_cli.py): each is still its own process with its own Redis client and
 in-process ledger, running ``cli.main`` with its own stdout and stderr, but without paying
 interpreter start-up and imports twelve times. The console script and ``python -m`` are not
 exercised then; the default (``forked=False``) starts ``python -m relay_review`` as before.
@@ -14,10 +14,7 @@ exercised then; the default (``forked=False``) starts ``python -m relay_review``
 
 from __future__ import annotations
 
-import atexit
-import gc
 import json
-import multiprocessing
 import os
 import subprocess
 import sys
@@ -26,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forked_cli import ForkedCli
 from relay_review.drill import FaultFleet
 
 KEY_ENV = "LEDGER_LOAD_KEY"
@@ -59,79 +57,6 @@ class LoadResult:
     @property
     def served(self) -> int:
         return sum(1 for c in self.codes if c == 0)
-
-
-#: What the fork server imports once, so that a forked chat run starts warm.
-FORK_PRELOAD = [
-    "relay_review.cli",
-    "relay_review.commands.chat",
-    "relay_review.pipeline.routes",
-    "relay_review.state.redis_store",
-    "ledger_load",
-]
-
-
-def _forkserver() -> Any:
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(FORK_PRELOAD)
-    if not _stop_at_exit:
-        _stop_at_exit.append(atexit.register(_stop_forkserver))
-    return ctx
-
-
-_stop_at_exit: list[Any] = []
-
-
-def _stop_forkserver() -> None:
-    """Stop the fork server and wait for it, so its CPU time (and its children's) is counted in
-    this process's children's, as each started process's was (``/usr/bin/time pytest``)."""
-    from multiprocessing import forkserver
-
-    stop = getattr(forkserver._forkserver, "_stop", None)
-    if stop is not None:
-        stop()
-
-
-def _forked_cli(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -> None:
-    """In a forked child: ``relay-review *argv`` with ``env``, in ``cwd``, its stdout and stderr
-    into the files ``out`` and ``err``; the exit code is the child's."""
-    os.environ.clear()
-    os.environ.update(env)
-    os.chdir(cwd)
-    for fd, path in ((1, out), (2, err)):
-        target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.dup2(target, fd)
-        os.close(target)
-    sys.stdout = open(1, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (fd 1 itself)
-    sys.stderr = open(2, "w", encoding="utf-8", closefd=False)  # noqa: SIM115 (fd 2 itself)
-    from relay_review import cli
-
-    code = cli.main(argv)
-    gc.collect()  # a lost task's exception is logged when it is collected, as at process exit
-    sys.stdout.flush()
-    sys.stderr.flush()
-    sys.exit(code)
-
-
-class _Forked:
-    """A forked chat run, read back like ``subprocess.Popen.communicate``."""
-
-    def __init__(self, ctx: Any, argv: list[str], env: dict[str, str], cwd: Path, n: int) -> None:
-        self.out, self.err = cwd / f"run-{n}.out", cwd / f"run-{n}.err"
-        args = (argv, env, str(cwd), str(self.out), str(self.err))
-        self.process = ctx.Process(target=_forked_cli, args=args)
-        self.process.start()
-
-    def communicate(self, timeout: float) -> tuple[str, str]:
-        self.process.join(timeout)
-        if self.process.exitcode is None:
-            self.process.kill()
-            self.process.join()
-        return self.out.read_text(), self.err.read_text()
-
-    @property
-    def returncode(self) -> int | None:
-        return self.process.exitcode
 
 
 def run_load(
@@ -186,10 +111,9 @@ def run_load(
         argv = ["chat", "--discovery", str(discovery)]
         argv += ["--policy", str(policy), "--message", "hello", "--format", "json"]
         argv += ["--state", f"{redis_url}?prefix={prefix}"]
-        ctx = _forkserver() if forked else None
         started = time.monotonic()
         procs: list[Any] = [
-            _Forked(ctx, argv, env, workdir, n)
+            ForkedCli(argv, env, workdir, f"run-{n}")
             if forked
             else subprocess.Popen(
                 [sys.executable, "-m", "relay_review", *argv],
