@@ -20,6 +20,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from cli_harness import CliRun
+
 #: What the fork server imports once, so that a forked run starts warm.
 FORK_PRELOAD = [
     "relay_review.cli",
@@ -27,6 +29,7 @@ FORK_PRELOAD = [
     "relay_review.commands.drill",
     "relay_review.pipeline.routes",
     "relay_review.state.redis_store",
+    "relay_review.render",
     "forked_cli",
 ]
 
@@ -71,11 +74,19 @@ def _child(argv: list[str], env: dict[str, str], cwd: str, out: str, err: str) -
 
 
 class ForkedCli:
-    """One forked ``relay-review *argv`` run, read back like ``subprocess.Popen``: its output
-    goes to ``cwd/<name>.out`` and ``cwd/<name>.err``."""
+    """One forked ``relay-review *argv`` run in ``cwd``, read back like ``subprocess.Popen``:
+    its output goes to ``<outdir>/<name>.out`` and ``.err`` (``outdir``: ``cwd`` by default)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cwd: Path, name: str) -> None:
-        self.out, self.err = cwd / f"{name}.out", cwd / f"{name}.err"
+    def __init__(
+        self,
+        argv: list[str],
+        env: dict[str, str],
+        cwd: Path,
+        name: str,
+        outdir: Path | None = None,
+    ) -> None:
+        outdir = cwd if outdir is None else outdir
+        self.out, self.err = outdir / f"{name}.out", outdir / f"{name}.err"
         args = (argv, env, str(cwd), str(self.out), str(self.err))
         self.started = time.monotonic()
         self.process = _forkserver().Process(target=_child, args=args)
@@ -97,3 +108,19 @@ class ForkedCli:
     @property
     def returncode(self) -> int | None:
         return self.process.exitcode
+
+
+def run_at_once(
+    *argvs: list[str], outdir: Path, cwd: Path | None = None, timeout: float = 120
+) -> list[CliRun]:
+    """Independent ``relay-review`` runs started together, each its own forked process with
+    this process's environment, in ``cwd`` (default: this one); their results in order."""
+    where = Path.cwd() if cwd is None else cwd
+    env = dict(os.environ)
+    procs = [ForkedCli(argv, env, where, f"run-{n}", outdir) for n, argv in enumerate(argvs)]
+    runs = []
+    for proc in procs:
+        out, err = proc.communicate(timeout)
+        code = proc.returncode
+        runs.append(CliRun(-1 if code is None else code, out, err, time.monotonic() - proc.started))
+    return runs
