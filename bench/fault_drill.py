@@ -103,13 +103,13 @@ async def main() -> None:
         f"{'p_tokens':>7} {'attempts':>8}  served"
     )
     if "mixed" in names and not args.no_defaults:
-        print(row("mixed @ defaults (unscaled)", await run_named("mixed", Policy())))
+        print(row("mixed @ defaults (unscaled)", (await run_named("mixed", Policy())).to_json()))
     for name in names:
-        mine = await run_named(name, scaled_policy(args.scale))
+        mine = (await run_named(name, scaled_policy(args.scale))).to_json()
         print(row(f"{name} relay-review", mine))
         if args.no_baseline:
             continue
-        base = await run_named(name, baseline_policy(args.scale))
+        base = (await run_named(name, baseline_policy(args.scale))).to_json()
         print(row(f"{name} serial baseline", base))
         if mine["served_by"] and not base["served_by"]:
             verdict = "the baseline produced no reply; relay-review did"

@@ -79,7 +79,7 @@ def policy(mode: str, deadline: float | None = None) -> Policy:
 async def one(name: str, pol: Policy, store: Any = None) -> dict[str, Any]:
     scenario = SCENARIOS[name]
     async with fleet_for(scenario, reply=REPLY) as fleet:
-        return await run_scenario(scenario, pol, fleet, store=store)
+        return (await run_scenario(scenario, pol, fleet, store=store)).to_json()
 
 
 def unprobed_full(r: dict[str, Any]) -> int:

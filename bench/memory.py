@@ -33,8 +33,8 @@ HEALTHY = "nim_b/meta/llama-3.3-70b-instruct"
 
 async def mixed_twice(state: Path) -> tuple[dict, dict]:
     store = FileStore(state)
-    first = await run_named("mixed", Policy(), store)
-    second = await run_named("mixed", Policy(), store)
+    first = (await run_named("mixed", Policy(), store)).to_json()
+    second = (await run_named("mixed", Policy(), store)).to_json()
     return first, second
 
 
@@ -44,7 +44,8 @@ def others(result: dict) -> int:
 
 async def review_twice(state: Path) -> tuple[dict, dict]:
     store = FileStore(state)
-    return await run_review_drill(Policy(), store), await run_review_drill(Policy(), store)
+    first = await run_review_drill(Policy(), store)
+    return first.to_json(), (await run_review_drill(Policy(), store)).to_json()
 
 
 def pin_drill_port() -> None:

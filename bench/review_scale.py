@@ -28,12 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.decision import decide, merge_findings
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import (
-    build_messages,
-    build_repair_message,
-    diff_budget,
-)
-from relay_review.review.verdict import parse_reply, validate
+from relay_review.review.prompt import build_messages, build_repair_message, diff_budget
+from relay_review.review.reply import parse_reply
+from relay_review.review.verdict import validate
 
 GOAL_SECONDS = 1.0
 GOAL_MB = 100.0

@@ -31,12 +31,8 @@ from relay_review.providers.chat.call import chat_call  # noqa: E402
 from relay_review.records import Deadlines  # noqa: E402
 from relay_review.review.chunks import plan_chunks  # noqa: E402
 from relay_review.review.diff import DiffIndex  # noqa: E402
-from relay_review.review.prompt import (  # noqa: E402
-    build_messages,
-    findings_cap,
-    reply_schema,
-    response_format,
-)
+from relay_review.review.prompt import build_messages  # noqa: E402
+from relay_review.review.reply_schema import findings_cap, reply_schema, response_format  # noqa: E402
 
 OUT = ROOT / "tests" / "cassettes" / "llama"
 PORT = 8089

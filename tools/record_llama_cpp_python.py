@@ -52,7 +52,7 @@ from relay_review.config import Policy, PreflightPolicy, ReviewPolicy, ServingPo
 from relay_review.drill.review import sample_diff  # noqa: E402
 from relay_review.providers.chat.call import chat_call  # noqa: E402
 from relay_review.review.diff import DiffIndex  # noqa: E402
-from relay_review.review.prompt import response_format  # noqa: E402
+from relay_review.review.reply_schema import response_format  # noqa: E402
 from relay_review.routing.catalog import build_catalog, parse_discovery  # noqa: E402
 
 OUT = ROOT / "tests" / "cassettes" / "llama_cpp_python"

@@ -4,7 +4,7 @@ Kept in a neutral module so an edge never imports another edge or the review pac
 
 :func:`invisible_class` is the one predicate for characters that change what text *does* without
 showing: a committable suggestion holding one is refused
-(:func:`relay_review.review.verdict.suggestion_problem`) and the comment shows each one as a
+(:func:`relay_review.review.suggestions.suggestion_problem`) and the comment shows each one as a
 visible ``<U+200E>`` escape (:func:`show_invisible`, used by :mod:`relay_review.render`).
 """
 

@@ -135,7 +135,7 @@ async def test_healthy_stream_is_ok(client: httpx.AsyncClient, fleet: FaultFleet
     assert out.kind is OutcomeKind.OK and out.ok
     assert out.content == REPLY
     assert out.finish_reason == "stop"
-    assert out.usage and out.usage["completion_tokens"] == len(REPLY.split())
+    assert out.usage and out.usage.completion_tokens == len(REPLY.split())
     assert out.http_status == 200
     assert out.phase is None
     assert out.first_byte_s is not None and 0.1 <= out.first_byte_s <= out.elapsed_s

@@ -2,9 +2,12 @@
 runs, so that moving code around (records package, module splits, publish into pipeline/)
 cannot change them unnoticed.
 
-Each case runs ``relay-review run`` end to end through :mod:`action_harness` (a subprocess as
-the runner starts it, GitHub played by Prism, the models by a local fault fleet) and compares,
-under ``tests/golden/<case>/``:
+Each case runs ``relay-review run`` end to end through :mod:`action_harness` (GitHub played by
+Prism, the models by a local fault fleet): ``served-first-try`` as a subprocess, as the runner
+starts it; the others through the action's entrypoint in this process over the same environment
+(``run_in_process``: the outputs pinned here are written by the pipeline, not by the process,
+so the subprocess case guards that both ways give the same bytes). It compares, under
+``tests/golden/<case>/``:
 
 * ``report.json``: the JSON report file the run wrote (``relay-review-report.json``);
 * ``comment.md``: every sticky comment body sent (created or edited), in order;
@@ -53,13 +56,14 @@ from action_harness import (
     policy_toml,
     posted_bodies,
     run_action,
+    run_in_process,
 )
 from github_mock import MockGitHub
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply, sample_diff
 from relay_review.drill.scenarios import SCENARIOS
 from relay_review.pipeline.memory import account_identity
-from relay_review.pipeline.publish import REPORT_NAME
+from relay_review.pipeline.outputs import REPORT_NAME
 
 pytestmark = pytest.mark.integration
 
@@ -261,7 +265,7 @@ def test_failover_mixed_drill(tmp_path: Path, github_mock: MockGitHub) -> None:
             "policy": policy_toml(fleet, *fleet.accounts, head=BOUNDS),
             "inline-comments": "true",
         }
-        run = run_action(tmp_path, github_mock, inputs, files=sample_files())
+        run = run_in_process(tmp_path, github_mock, inputs, files=sample_files())
         assert run.code == 0, run.stdout + run.stderr
         assert run.report is not None and run.report["served_by"]
         check("failover", outputs(run, github_mock, volatile_of(fleet)))
@@ -275,7 +279,7 @@ def test_unavailable(tmp_path: Path, github_mock: MockGitHub) -> None:
     }
     with fleet_of(accounts, drill_reviewer) as fleet:
         inputs = {"policy": policy_toml(fleet, *fleet.accounts, head=BOUNDS)}
-        run = run_action(tmp_path, github_mock, inputs, files=sample_files())
+        run = run_in_process(tmp_path, github_mock, inputs, files=sample_files())
         assert run.code == 1, run.stdout + run.stderr  # on-unavailable: fail
         check("unavailable", outputs(run, github_mock, volatile_of(fleet)))
 
@@ -293,7 +297,7 @@ def test_partial(tmp_path: Path, github_mock: MockGitHub) -> None:
     accounts = {"acme": {"acme/reviewer": "healthy"}}
     with fleet_of(accounts, suggesting_reply) as fleet:
         inputs = {"policy": policy_toml(fleet, "acme", head=BOUNDS)}
-        run = run_action(tmp_path, github_mock, inputs, files=PARTIAL_FILES)
+        run = run_in_process(tmp_path, github_mock, inputs, files=PARTIAL_FILES)
         assert run.code == 0, run.stdout + run.stderr
         check("partial", outputs(run, github_mock, volatile_of(fleet)))
 
@@ -308,12 +312,12 @@ def test_reused(tmp_path: Path, github_mock: MockGitHub) -> None:
             "policy": policy_toml(fleet, *fleet.accounts, head=BOUNDS),
             "inline-comments": "true",
         }
-        first = run_action(tmp_path / "one", github_mock, inputs, files=sample_files())
+        first = run_in_process(tmp_path / "one", github_mock, inputs, files=sample_files())
         assert first.code == 0, first.stdout + first.stderr
         github_mock.reset()
         github_mock.overlay = overlay
         chats = len([r for r in fleet.requests if r.is_chat])
-        second = run_action(tmp_path / "two", github_mock, inputs, files=sample_files())
+        second = run_in_process(tmp_path / "two", github_mock, inputs, files=sample_files())
         assert second.code == 0, second.stdout + second.stderr
         assert len([r for r in fleet.requests if r.is_chat]) == chats  # nothing asked again
         assert len(overlay.comments(REPO, NUMBER)) == 1  # edited in place

@@ -192,3 +192,35 @@ async def test_the_in_process_ledger_counts_what_other_runs_had_reserved(
     refused = await mine.admit(e, 30)
     assert isinstance(mine.ledger, MemoryLedger)
     assert refused is not None and "per-minute limit" in (refused.detail or "")
+
+
+# ---------------------------------------------------------------- the day's count (issue 25)
+
+
+async def test_the_shared_ledger_counts_every_runs_requests_of_the_day(server: RedisServer) -> None:
+    """Two runs on one Redis, one account with a budget of 50 a day: each run reads every run's
+    requests of the last 24 h back from the ledger (what the footer's "N of 50 left today"
+    says); a run that loses the ledger drops the count rather than guess what others sent."""
+    limits = {"acct": Budget(rpd=50)}
+    first = AccountBudgets(RedisStore(server.url, prefix="day:", timeout=0.5).ledger, limits)
+    second = AccountBudgets(RedisStore(server.url, prefix="day:", timeout=0.5).ledger, limits)
+    e = entry("acct")
+    for _ in range(3):
+        assert await first.admit(e, 30) is None
+    assert first.shared_day == {"acct": (3, 50)}
+    assert await second.admit(e, 30) is None
+    assert await second.admit(e, 30) is None
+    assert second.shared_day == {"acct": (5, 50)} and second.sent["acct"] == 2
+    # an account without a daily budget has no count to show
+    assert await second.admit(entry("other"), 30) is None
+    assert "other" not in second.shared_day
+    server.kill()
+    assert await second.admit(e, 30) is None  # the in-process ledger took over
+    assert second.lost and second.shared_day == {}
+
+
+async def test_the_in_process_ledger_claims_no_count_of_the_day() -> None:
+    """Without a shared ledger the run hears no other run: no day's count is claimed."""
+    budgets = AccountBudgets(None, {"acct": Budget(rpd=50)})
+    assert await budgets.admit(entry("acct"), 30) is None
+    assert budgets.shared_day == {} and budgets.sent["acct"] == 1

@@ -7,10 +7,9 @@ resolved; the other is not posted again); a commenter without an allowed associa
 dismiss the second and cannot; a maintainer dismisses it; push 3 posts neither and the sticky
 comment shows 1 fixed, 1 dismissed, 0 open.
 
-The first push of each multi-push story starts ``relay-review run`` as a subprocess (and the
-last one too, in the three-push story); the other runs use the action's entrypoint in this
-process (:func:`action_harness.run_in_process`: the same environment, Prism, GraphQL mock and
-fleet).
+The first push of the three-push story starts ``relay-review run`` as a subprocess, as the
+runner does; the other runs use the action's entrypoint in this process
+(:func:`action_harness.run_in_process`: the same environment, Prism, GraphQL mock and fleet).
 """
 
 from __future__ import annotations
@@ -184,7 +183,7 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
     )
     next_push(github_mock, overlay, gql, SHA3)
     since = len(gql.requests)
-    three = run_action(
+    three = run_in_process(
         tmp_path / "three",
         github_mock,
         inputs,
@@ -231,7 +230,7 @@ def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
     inputs["inline-min-severity"] = "low"  # the third finding below is low
     VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
-    one = run_action(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
     assert one.code == 0, one.stdout + one.stderr
     assert len(reviews_posted(github_mock)) == 1
     github_creates_threads(gql, github_mock)

@@ -34,9 +34,10 @@ from relay_review.drill.review import sample_diff
 from relay_review.pipeline.review import review as run_review
 from relay_review.providers.discovery import discover
 from relay_review.records import Account
+from relay_review.review.citations import citation_problem
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import citation_problem, has_word, loops
-from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.review.evidence import has_word, loops
+from relay_review.routing.catalog import build_catalog
 
 pytestmark = [
     pytest.mark.llama_live,
@@ -84,8 +85,8 @@ async def test_one_real_review_keeps_the_invariants(tmp_path: Path) -> None:
 
         found = await discover([account], environ, Bounds())
         [route] = found.routes
-        assert route["context_length"] == 8192  # meta.n_ctx: the -c it was started with
-        catalog = build_catalog(parse_discovery(found.report(None)))
+        assert route.context_length == 8192  # meta.n_ctx: the -c it was started with
+        catalog = build_catalog(found.routes)
         policy = Policy(
             accounts=[
                 AccountPolicy(

@@ -1,5 +1,7 @@
 """Memory across runs in the action (issue 13): ``state: comment`` over two pushes to one pull
-request, through ``relay-review run`` against the GitHub mock with a stateful comments overlay."""
+request, through ``relay-review run`` against the GitHub mock with a stateful comments overlay
+(the first push through the action's entrypoint in this process, the second, which reads the
+memory back, as a subprocess as the runner starts it)."""
 
 from __future__ import annotations
 
@@ -23,6 +25,7 @@ from action_harness import (
     policy_toml,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import BOT_LOGIN, MockGitHub
 from relay_review.drill import FaultFleet
@@ -74,7 +77,7 @@ def test_two_pushes_reuse_the_unchanged_file_and_remember_routes(
     overlay.seed(REPO, NUMBER, f"{MARKER}\nlooks official\n{payload_line(forged)}\n", "mallory")
     inputs = {"policy": policy_toml(fleet, "acme", "down", head=FAST_CHUNKS)}
 
-    first = run_action(tmp_path / "one", github_mock, inputs)
+    first = run_in_process(tmp_path / "one", github_mock, inputs)
     assert first.code == 0, first.stdout + first.stderr
     assert first.report is not None and first.report["served_by"]["account"] == "acme"
     assert first.report["memory"]["store"] == "comment"

@@ -1,6 +1,8 @@
 """Where the policy and the guidelines are read (issue 20): at the commit the workflow runs
 from (the default branch), never at the base of a pull request that targets another branch,
-through ``relay-review run`` against the GitHub mock (Prism) and local fleets."""
+through ``relay-review run`` against the GitHub mock (Prism) and local fleets: the hostile base
+branch as a subprocess, as the runner starts it; the other runs through the action's
+entrypoint in this process over the same environment (``run_in_process``)."""
 
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from action_harness import (
     posted_bodies,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import Exchange, MockGitHub, webhook_examples
 from relay_review.drill import FaultFleet
@@ -130,7 +133,9 @@ def test_a_trigger_comment_reads_the_default_branch_too(
     stub_repository(github_mock, fleet, evil)
     pull = hostile_payload()["pull_request"]
     github_mock.stub("GET", f"/repos/{REPO}/pulls/{NUMBER}$", 200, pull, times=None)
-    run = run_action(tmp_path, github_mock, payload=trigger_payload(), event_name="issue_comment")
+    run = run_in_process(
+        tmp_path, github_mock, payload=trigger_payload(), event_name="issue_comment"
+    )
     assert_default_branch_decided(run, github_mock, fleet, evil)
 
 
@@ -142,7 +147,7 @@ def test_a_run_not_from_the_default_branch_asks_github_for_its_tip(
     stub_repository(github_mock, fleet, evil)
     tip = {"sha": DEFAULT_SHA, "url": f"https://api.github.com/repos/{REPO}/commits/{DEFAULT_SHA}"}
     github_mock.stub("GET", f"/repos/{REPO}/commits/master$", 200, tip, times=None)
-    run = run_action(
+    run = run_in_process(
         tmp_path,
         github_mock,
         payload=hostile_payload(),
@@ -191,7 +196,7 @@ def test_a_trigger_comment_asks_the_models_again(
         github_mock.reset()
         github_mock.overlay = overlay
         start = len(fleet.chat_requests(account="acme"))
-        run = run_action(
+        run = run_in_process(
             tmp_path / name, github_mock, inputs, payload=payload, event_name=event_name
         )
         assert run.code == 0, run.stdout + run.stderr

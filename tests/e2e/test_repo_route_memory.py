@@ -3,7 +3,9 @@ comment`` a new pull request reads the route memory of the newest relay-review s
 of the repository's other pull requests (marker **and** author, every rule of the payload's
 integrity), through ``relay-review run`` against the GitHub mock (Prism, with the stateful
 comments overlay) and the fault fleet, at the default policy with several routes. The fleet's
-call log is the evidence of what the second pull request cost."""
+call log is the evidence of what the second pull request cost. The warm second pull request of
+the first test runs as a subprocess, as the runner starts it; every other run goes through the
+action's entrypoint in this process over the same environment (``run_in_process``)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,7 @@ from action_harness import (
     policy_toml,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import BOT_LOGIN, CommentsOverlay, MockGitHub
 from relay_review.drill import FaultFleet
@@ -81,10 +84,17 @@ def inputs(fleet: FaultFleet) -> dict[str, str]:
 
 
 def run_pr(
-    tmp: Path, mock: MockGitHub, overlay: CommentsOverlay, fleet: FaultFleet, number: int
+    tmp: Path,
+    mock: MockGitHub,
+    overlay: CommentsOverlay,
+    fleet: FaultFleet,
+    number: int,
+    *,
+    subprocess: bool = False,
 ) -> tuple[Run, list[Any]]:
     """One run on pull request ``number`` (the overlay, GitHub's state, kept across runs):
-    the run and the chat requests it sent."""
+    the run and the chat requests it sent (``subprocess``: ``relay-review run`` as a process,
+    else the action's entrypoint in this one)."""
     mock.reset()  # the previous run's stubs go; the comments stay
     mock.overlay = overlay
     if number != NUMBER:  # the harness stubs the files of NUMBER only
@@ -92,7 +102,9 @@ def run_pr(
     payload = pr_payload(number=number)
     payload["number"] = number
     start = len(fleet.requests)
-    run = run_action(tmp / f"pr{number}", mock, inputs(fleet), payload=payload)
+    run = (run_action if subprocess else run_in_process)(
+        tmp / f"pr{number}", mock, inputs(fleet), payload=payload
+    )
     assert run.code == 0, run.stdout + run.stderr
     return run, [r for r in fleet.requests[start:] if r.is_chat]
 
@@ -127,7 +139,7 @@ def test_a_new_pull_request_starts_warm_from_another_ones_comment(
     states = {k.rsplit("/", 1)[-1]: v.state for k, v in remembered.routes.items()}
     assert states["model"] == "dead" and states["reviewer"] == "proven"
 
-    second, sent = run_pr(tmp_path, github_mock, overlay, fleet, NUMBER)
+    second, sent = run_pr(tmp_path, github_mock, overlay, fleet, NUMBER, subprocess=True)
     report = second.report
     assert report is not None and report["served_by"]["agent_id"] == HEALTHY
     # the proven route served first, unprobed, and alone; nothing to the route #1 found dead

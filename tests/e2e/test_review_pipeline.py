@@ -19,6 +19,7 @@ from relay_review.drill.review import (
 )
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.pipeline.review import review as run_review
+from relay_review.records import RunReport
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
@@ -53,7 +54,7 @@ def assert_cites_real_changed_lines(findings):
 
 
 async def test_drill_review_end_to_end():
-    report = await run_review_drill(policy())
+    report = (await run_review_drill(policy())).to_json()
     assert report["decision"] == "request_changes"  # the model itself said "approve"
     assert report["findings"], report
     assert_cites_real_changed_lines(report["findings"])
@@ -146,7 +147,7 @@ async def test_files_cut_by_max_chunks_make_a_partial_review_that_never_approves
     assert "never approves" in report["partial"]
     from relay_review.render import comment_markdown
 
-    md = comment_markdown(report)
+    md = comment_markdown(RunReport.from_json(report))
     assert "> **Partial review:** 1 of 2 files change content no model was shown" in md
     assert "> - `app/settings.py`: beyond limits: the diff needs more than 1 chunks" in md
 
@@ -231,7 +232,7 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
 
 
 def test_drill_cli_prints_the_comment():
-    # the default text format is plain text (tests/unit/test_render_text.py); cli.main, in process
+    # text is the default (tests/unit/render/test_terminal.py); cli.main, in this process
     proc = run_cli("drill", "--format", "markdown")
     assert proc.returncode == 0, proc.stderr
     assert "## relay-review: 🔴 Changes requested" in proc.stdout

@@ -50,7 +50,7 @@ def fast_policy(**serving) -> Policy:
 async def run(name: str, policy: Policy) -> tuple[dict, FaultFleet]:
     scenario = SCENARIOS[name]
     async with fleet_for(scenario) as fleet:
-        result = await run_scenario(scenario, policy, fleet)
+        result = (await run_scenario(scenario, policy, fleet)).to_json()
     return result, fleet
 
 

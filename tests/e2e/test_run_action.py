@@ -1,6 +1,12 @@
-"""``relay-review run`` end to end, as the runner starts it: a subprocess with ``INPUT_*`` and
-``GITHUB_*`` set, GitHub played by Prism serving GitHub's OpenAPI description (``github_mock``),
-the models by a fault fleet on 127.0.0.1, events from ``@octokit/webhooks-examples``.
+"""``relay-review run`` end to end, as the runner starts it: ``INPUT_*`` and ``GITHUB_*`` set,
+GitHub played by Prism serving GitHub's OpenAPI description (``github_mock``), the models by a
+fault fleet on 127.0.0.1, events from ``@octokit/webhooks-examples``.
+
+One test per family runs ``relay-review run`` as a subprocess (``run_action``: the console
+script, its logging set-up, a real stdout and exit status): the main path, no route
+(``on-unavailable: fail``), a refused input, a skipped event, and the secrets check. The others
+run the action's entrypoint in this process over the same environment, Prism and fleet
+(``run_in_process``).
 
 Prism answers from GitHub's static examples: ``GET /pulls/{n}`` always says the head is
 ``6dcb09b5...`` (so the event's head is set to it, or to another SHA to simulate a push during the
@@ -39,6 +45,7 @@ from action_harness import (
     posted_bodies,
     pr_payload,
     run_action,
+    run_in_process,
     standard_fleet,
 )
 from github_mock import MockGitHub, webhook_examples
@@ -118,7 +125,7 @@ def test_review_posts_one_sticky_comment(
 def test_fail_on(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, fail_on: str, code: int
 ) -> None:
-    run = run_action(
+    run = run_in_process(
         tmp_path, github_mock, {"policy": policy_toml(fleet, "acme"), "fail-on": fail_on}
     )
     assert run.code == code, run.stdout
@@ -141,7 +148,7 @@ def test_pinned_policy_ref_resolution_and_provenance(
         "orchestrator-min-ref": "v1.0.0",
         "policy": policy_toml(fleet, "acme"),  # overrides the pinned file's keys
     }
-    run = run_action(tmp_path, github_mock, inputs)
+    run = run_in_process(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout
     reads = [c for c in github_mock.calls("GET") if POLICY_REPO in c.path]
     assert [c.path for c in reads] == [
@@ -171,7 +178,7 @@ def test_pinned_policy_not_descending_fails_closed(
         "orchestrator-min-ref": "v1.0.0",
         "policy": policy_toml(fleet, "acme"),
     }
-    run = run_action(tmp_path, github_mock, inputs)
+    run = run_in_process(tmp_path, github_mock, inputs)
     assert run.code == 2
     error = next(line for line in run.stdout.splitlines() if line.startswith("::error"))
     assert f"the pinned commit {SHA} does not descend from the minimum {SHA}" in error
@@ -185,7 +192,7 @@ def test_repository_policy_read_at_the_default_branch_commit(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.stub("GET", "/contents/", 200, contents_body(REPO, policy_toml(fleet, "acme")))
-    run = run_action(tmp_path, github_mock)
+    run = run_in_process(tmp_path, github_mock)
     assert run.code == 0, run.stdout
     (read,) = github_mock.calls("GET", f"/contents/{POLICY_PATH}$")
     assert (read.path, read.query) == (
@@ -202,7 +209,7 @@ def test_missing_base_policy_means_defaults(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.prefer("GET", "/contents/", "code=404")
-    run = run_action(tmp_path, github_mock, {"on-unavailable": "pass"})
+    run = run_in_process(tmp_path, github_mock, {"on-unavailable": "pass"})
     assert run.code == 0, run.stdout
     assert run.report is not None
     assert run.report["provenance"].startswith(f"built-in defaults (no {POLICY_PATH} in {REPO}@")
@@ -220,7 +227,7 @@ def test_forged_marker_by_another_author_is_ignored(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.prefer("GET", f"/issues/{NUMBER}/comments$", "example=relay-forged")
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout
     assert not github_mock.calls("PATCH")  # mallory's comment is left alone
     assert len(github_mock.calls("POST", f"/issues/{NUMBER}/comments$")) == 1
@@ -230,7 +237,7 @@ def test_own_sticky_is_edited_in_place(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.prefer("GET", f"/issues/{NUMBER}/comments$", "example=relay-sticky")
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout
     (patch,) = github_mock.calls("PATCH")
     assert patch.path.endswith("/issues/comments/3")  # github-actions[bot]'s, not mallory's (2)
@@ -242,7 +249,9 @@ def test_head_moved_posts_nothing(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     payload = pr_payload(head_sha=OTHER_SHA)  # GitHub now says the head is SHA
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")}, payload=payload)
+    run = run_in_process(
+        tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")}, payload=payload
+    )
     assert run.code == 0, run.stdout
     assert_nothing_posted(github_mock)
     assert f"the head moved from {OTHER_SHA} to {SHA}" in run.stdout
@@ -258,7 +267,7 @@ def test_huge_report_comment_is_truncated(
         api_file(f"assets/generated/{'deep/' * 30}image-{i:04d}.png", "added", None, 0, 0)
         for i in range(1000)
     ]
-    run = run_action(
+    run = run_in_process(
         tmp_path,
         github_mock,
         {"policy": policy_toml(fleet, "acme")},
@@ -277,7 +286,7 @@ def test_read_only_token_puts_the_verdict_in_the_summary(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
     github_mock.prefer("POST", f"/issues/{NUMBER}/comments$", "code=403")
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout
     assert "::warning::relay-review: the token cannot comment" in run.stdout
     assert "Not posted" in run.summary and "Changes requested" in run.summary
@@ -293,7 +302,7 @@ def test_inline_comments_survive_a_422(
     github_mock.prefer("POST", f"/pulls/{NUMBER}/comments$", "code=422", times=1)
     inputs = {"policy": policy_toml(fleet, "pair"), "inline-comments": "true", "fail-on": "high"}
     inputs["inline-min-severity"] = "low"  # both findings go inline (the default floor: medium)
-    run = run_action(tmp_path, github_mock, inputs)
+    run = run_in_process(tmp_path, github_mock, inputs)
     assert run.code == 0, run.stdout  # medium + low: fail-on high does not trigger
     assert run.outputs["decision"] == "comment" and run.outputs["findings"] == "2"
     (batch,) = github_mock.calls("POST", f"/pulls/{NUMBER}/reviews$")
@@ -318,7 +327,9 @@ def test_no_route_still_comments(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, on_unavailable: str, code: int
 ) -> None:
     inputs = {"policy": policy_toml(fleet, "down"), "on-unavailable": on_unavailable}
-    run = run_action(tmp_path, github_mock, inputs)
+    run = (run_action if on_unavailable == "fail" else run_in_process)(
+        tmp_path, github_mock, inputs
+    )
     assert run.code == code, run.stdout
     (body,) = posted_bodies(github_mock)
     assert "Review unavailable" in body
@@ -353,7 +364,9 @@ def test_no_route_still_comments(
 def test_bad_input_exits_2_naming_it(
     tmp_path: Path, github_mock: MockGitHub, inputs: dict[str, str], message: str
 ) -> None:
-    run = run_action(tmp_path, github_mock, inputs)
+    run = (run_action if inputs == {"github-token": ""} else run_in_process)(
+        tmp_path, github_mock, inputs
+    )
     assert run.code == 2, run.stdout
     errors = [line for line in run.stdout.splitlines() if line.startswith("::error")]
     assert len(errors) == 1 and message in errors[0], errors
@@ -372,7 +385,7 @@ def test_non_pull_request_event_is_a_notice(tmp_path: Path, github_mock: MockGit
 def test_draft_is_skipped(tmp_path: Path, github_mock: MockGitHub) -> None:
     payload = pr_payload(5)
     assert payload["pull_request"]["draft"] is True
-    run = run_action(tmp_path, github_mock, payload=payload)
+    run = run_in_process(tmp_path, github_mock, payload=payload)
     assert run.code == 0
     assert "is a draft; skipped" in run.stdout
     assert not github_mock.calls()
@@ -381,7 +394,7 @@ def test_draft_is_skipped(tmp_path: Path, github_mock: MockGitHub) -> None:
 
 def test_author_association_refused(tmp_path: Path, github_mock: MockGitHub) -> None:
     payload = pr_payload(author_association="FIRST_TIME_CONTRIBUTOR")
-    run = run_action(tmp_path, github_mock, payload=payload)
+    run = run_in_process(tmp_path, github_mock, payload=payload)
     assert run.code == 0
     assert "FIRST_TIME_CONTRIBUTOR is not in author-associations" in run.stdout
     assert not github_mock.calls()
@@ -528,7 +541,14 @@ def documented_report() -> dict:
 
 
 #: Objects whose keys are data (account names, exclusion reasons), not part of the shape.
-DATA_KEYED = {"selected_by_account", "excluded", "input_overrides", "requests_by_account", "keys"}
+DATA_KEYED = {
+    "selected_by_account",
+    "excluded",
+    "input_overrides",
+    "requests_by_account",
+    "keys",
+    "shared_day",
+}
 
 
 def key_shape(value: object, name: str = "") -> object:
@@ -545,7 +565,7 @@ def key_shape(value: object, name: str = "") -> object:
 def test_json_report_has_the_documented_shape(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
-    run = run_action(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")})
     assert run.code == 0, run.stdout + run.stderr
     documented = key_shape(documented_report())
     actual = key_shape(run.report)

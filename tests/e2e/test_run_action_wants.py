@@ -3,8 +3,8 @@ fleet: guidelines from the base commit only, the review language, context from t
 suggestions in inline comments, and ``/relay-review`` on an ``issue_comment`` event.
 
 The policy-and-context runs use the action's entrypoint in this process
-(:func:`action_harness.run_in_process`, the same environment, Prism and fleet); the trigger runs
-(and the hostile comment body) start ``relay-review run`` as a subprocess."""
+(:func:`action_harness.run_in_process`, the same environment, Prism and fleet); the trigger comment
+that reviews and the hostile comment body start ``relay-review run`` as a subprocess."""
 
 from __future__ import annotations
 
@@ -235,7 +235,7 @@ def test_custom_trigger_and_issue_comments_on_issues(
 ) -> None:
     payload = comment_payload("/review")
     del payload["issue"]["pull_request"]
-    run = run_action(
+    run = run_in_process(
         tmp_path,
         github_mock,
         {"policy": policy_toml(fleet, "acme"), "trigger": "/review"},

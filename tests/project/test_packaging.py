@@ -322,8 +322,9 @@ def test_top_level_help_imports_no_command_module() -> None:
         "import sys\n"
         "from relay_review import cli\n"
         "try:\n    cli.main(['--help'])\nexcept SystemExit:\n    pass\n"
-        "print(sorted(m for m in sys.modules if m.startswith(('relay_review.', 'github', "
-        "'pydantic', 'httpx'))), file=sys.stderr)\n"
+        # loaded modules only: relay_review marks httpx's CLI absent (None) before httpx loads
+        "print(sorted(m for m, mod in sys.modules.items() if mod is not None and m.startswith(("
+        "'relay_review.', 'github', 'pydantic', 'httpx'))), file=sys.stderr)\n"
     )
     out = subprocess.run(
         [sys.executable, "-c", probe], capture_output=True, text=True, check=True, timeout=60

@@ -1,6 +1,7 @@
 """Records cross stage boundaries as records (issue 21): no ``**x.model_dump()`` copy from one
-record into another anywhere in ``src/``, and no ``dict[str, Any]`` in the signature of a stage
-(the pipeline's flows, preflight, the chat call's result). JSON is made at the edges only."""
+record into another anywhere in ``src/``, and no ``dict[str, Any]`` (or ``Mapping[str, Any]``)
+in the signature of a stage (the pipeline's flows, preflight, the chat call's result, the
+renderings, the drill's report). JSON is made at the edges only."""
 
 from __future__ import annotations
 
@@ -17,6 +18,8 @@ STAGES = [
     SRC / "routing" / "preflight.py",
     *sorted(SRC.glob("providers/chat*.py")),
     *sorted(SRC.glob("providers/chat/*.py")),
+    *sorted((SRC / "render").glob("*.py")),
+    SRC / "drill" / "report.py",
 ]
 
 
@@ -31,7 +34,8 @@ def test_no_record_is_copied_through_a_dict() -> None:
 
 
 def _loose(annotation: ast.expr | None) -> bool:
-    return annotation is not None and "dict[str, Any]" in ast.unparse(annotation)
+    text = "" if annotation is None else ast.unparse(annotation)
+    return "dict[str, Any]" in text or "Mapping[str, Any]" in text
 
 
 def stage_signatures_with_loose_dicts(paths: list[Path]) -> list[str]:
@@ -63,10 +67,15 @@ def test_the_rule_sees_what_it_forbids(tmp_path: Path) -> None:
         "from typing import Any\n"
         "async def preflight(x: int) -> dict[str, Any]: ...\n"
         "def serve(body: dict[str, Any]) -> None: ...\n"
+        "def comment(report: RunReport | Mapping[str, Any]) -> str: ...\n"
         "def _own(body: dict[str, Any]) -> None: ...\n"
         "copy = Report(**row.model_dump())\n",
         encoding="utf-8",
     )
     found = stage_signatures_with_loose_dicts([bad])
-    assert [f.split(" ", 1)[1] for f in found] == ["preflight: ['return']", "serve: ['body']"]
+    assert [f.split(" ", 1)[1] for f in found] == [
+        "preflight: ['return']",
+        "serve: ['body']",
+        "comment: ['report']",
+    ]
     assert SPLAT_DUMP.search(bad.read_text(encoding="utf-8").splitlines()[-1])

@@ -4,6 +4,8 @@ anything worked, unusable routes refused by index, and one line naming missing k
 from __future__ import annotations
 
 import argparse
+import contextlib
+import gc
 import json
 from pathlib import Path
 
@@ -11,7 +13,7 @@ import pytest
 
 from relay_review import cli
 from relay_review.commands import discover as discover_cmd
-from relay_review.pipeline.publish import serving_routes
+from relay_review.pipeline.outputs import serving_routes
 from relay_review.pipeline.routes import zdr_blocked_line
 from relay_review.records import RunReport
 from relay_review.render import plural
@@ -135,3 +137,31 @@ def test_require_zdr_leaving_no_route_is_one_line_naming_the_input() -> None:
     assert "visibility is unknown" in (zdr_blocked_line(catalog, "auto", None) or "")
     open_catalog = build_catalog(routes, ["m"], require_zdr=False)
     assert zdr_blocked_line(open_catalog, "auto", True) is None
+
+
+@pytest.mark.parametrize("fails", [False, True])
+def test_the_programs_imports_are_frozen_out_of_collection(fails: bool) -> None:
+    """As the program (``process``): no collection while the command imports, what it made is
+    frozen after, and collection is on again even when the import fails."""
+    assert gc.isenabled()
+    frozen = gc.get_freeze_count()
+    try:
+        expected = pytest.raises(ImportError) if fails else contextlib.nullcontext()
+        with expected, cli.imports_uncollected(True):
+            assert not gc.isenabled()
+            made = [[] for _ in range(1000)]  # tracked containers, as imports make
+            if fails:
+                raise ImportError("a command module that does not import")
+        assert gc.isenabled()
+        assert gc.get_freeze_count() >= frozen + len(made)
+    finally:
+        gc.unfreeze()  # this test process's objects go back to collection
+        gc.enable()
+
+
+def test_a_callers_main_freezes_nothing() -> None:
+    """``main([...])`` (a test, an embedding program) leaves collection as it found it."""
+    frozen = gc.get_freeze_count()
+    with cli.imports_uncollected(False):
+        assert gc.isenabled()
+    assert gc.get_freeze_count() == frozen

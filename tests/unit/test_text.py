@@ -11,9 +11,13 @@ import unicodedata
 import pytest
 
 from relay_review._text import find_invisible, invisible_class, show_invisible
+from relay_review.records import RunReport
+from relay_review.records.finding import Finding
 from relay_review.render import comment_markdown, md_code, md_text, suggestion_diff
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import Finding, parse_reply, suggestion_problem, validate
+from relay_review.review.reply import parse_reply
+from relay_review.review.suggestions import suggestion_problem
+from relay_review.review.verdict import validate
 
 PATCH = "@@ -1,2 +1,2 @@\n def f(a, b):\n-    return a/b\n+    return a / b\n"
 LINE = "    return a / b"
@@ -117,7 +121,7 @@ def test_the_comment_shows_a_hidden_character_of_the_changed_line() -> None:
         "readiness": [],
         "attempts": [],
     }
-    body = comment_markdown(report)
+    body = comment_markdown(RunReport.from_json(report))
     assert "- " + "    return a<U+200E> / b" in body
     assert "<U+E0041>" in body and "m&lt;U+200B&gt;" in body
     assert not any(ch in body for ch in ("\u200e", "\U000e0041"))

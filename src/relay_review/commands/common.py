@@ -16,7 +16,7 @@ from relay_review.config import (
     file_layer,
     merge_layers,
 )
-from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.config.layers import DEFAULT_POLICY_PATH  # not the action's inputs module
 from relay_review.errors import UsageError
 from relay_review.records import Catalog
 
@@ -210,13 +210,15 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     ``require_zdr = "auto"`` means false here (the command line knows no repository; the action
     resolves it from the repository's visibility).
     """
-    from relay_review.pipeline.catalog import catalog_for  # the one way to build a catalog
+    from relay_review.pipeline.catalog import catalog_for, parse_discovery  # the one way
 
     policy = policy or policy_from_args(args)
     raw = read_json(args.discovery, "discovery report")
     feed = zdr_feed_path(args, raw)
     return catalog_for(
-        raw, policy.catalog, zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None
+        parse_discovery(raw),
+        policy.catalog,
+        zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None,
     )
 
 

@@ -22,7 +22,7 @@ from relay_review.config import (
     load_policy,
     resolve_accounts,
 )
-from relay_review.config.inputs import DEFAULT_POLICY_PATH
+from relay_review.config.layers import DEFAULT_POLICY_PATH
 from relay_review.errors import UsageError
 from relay_review.providers.discovery import discover, write_report
 from relay_review.records import has_key
@@ -87,9 +87,9 @@ def run(args: argparse.Namespace) -> int:
             line = f"error: {summary.error}"
         print(f"discover: {summary.account} ({summary.kind}): {line}", file=sys.stderr)
     for error in result.errors:
-        if error["account"] in {s.account for s in result.accounts}:
+        if error.account in {s.account for s in result.accounts}:
             continue
-        print(f"discover: {error['account']}: error: {error['error']}", file=sys.stderr)
+        print(f"discover: {error.account}: error: {error.error}", file=sys.stderr)
     feed = report["zdr_feed"]
     print(
         f"discover: wrote {out} ({plural(len(report['routes']), 'route')}, "

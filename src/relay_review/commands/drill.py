@@ -31,6 +31,7 @@ from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
 from relay_review.drill.scenarios import SCENARIOS, run_named
 from relay_review.drill.serve import serve_config
 from relay_review.errors import UsageError
+from relay_review.records import Decision
 from relay_review.render import TEXT_WIDTH, comment_markdown, review_text
 
 
@@ -90,7 +91,7 @@ def run(args: argparse.Namespace) -> int:
     if args.scenario is None:
         report = pipeline.run_sync(run_review_drill(policy, store))
         if args.format == "json":
-            print(json.dumps(report, indent=2))
+            print(json.dumps(report.to_json(), indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
             print(comment_markdown(report, marker=""), end="")
         else:  # plain text for a terminal; --format markdown is the comment itself
@@ -100,15 +101,15 @@ def run(args: argparse.Namespace) -> int:
             )
             print()
             print(review_text(report), end="")
-        return 0 if report["decision"] != "unavailable" else 1
+        return 0 if report.decision != Decision.UNAVAILABLE else 1
     if args.format == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
     result = pipeline.run_sync(run_named(args.scenario, policy, store))
     if args.format == "json":
-        print(json.dumps(result, indent=2))
+        print(json.dumps(result.to_json(), indent=2))
     else:
         print(format_drill(result))
-    return 0 if result["served_by"] else 1
+    return 0 if result.chat.served_by else 1
 
 
 def _serve(args: argparse.Namespace) -> int:

@@ -23,7 +23,6 @@ from relay_review.commands.common import (
     store_from_args,
 )
 from relay_review.records import Readiness
-from relay_review.render import plural, readiness_table
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -42,8 +41,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     pipeline.warm_up()  # while the policy, discovery, catalog and memory load
-    # loaded after the probes: the renderer is no part of the path to the first request
-
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     report = pipeline.run_sync(
@@ -51,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
             catalog, policy, os.environ, store=store_from_args(args, os.environ, policy)
         )
     )
+    # loaded after the probes: the renderer is no part of the path to the first request
+    from relay_review.render import plural, readiness_table
+
     if args.format == "json":
         print(json.dumps(report.to_json(), indent=2))
     else:

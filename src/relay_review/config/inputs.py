@@ -22,6 +22,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, SecretStr
 
 from relay_review.config.layers import (
+    DEFAULT_POLICY_PATH,
     OverrideError,
     check_override,
     parse_toml,
@@ -31,7 +32,6 @@ from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
 from relay_review.state import check_state_url, url_secrets
 
-DEFAULT_POLICY_PATH = ".github/relay-review.toml"
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 #: GitHub's ``author_association`` values (webhook and REST schemas).
 ASSOCIATIONS = frozenset(

@@ -3,7 +3,10 @@
 Unknown keys are rejected and types are strict, so a typo fails loudly instead of being ignored;
 each field declares what it allows in words (``_opt``), which :mod:`.explain` puts in the error.
 Models build on first use (``defer_build``), not at import, to keep start-up short
-(``bench/startup.py``); only the sections' default instances are built when it loads.
+(``bench/startup.py``). The sections' default instances are made without a validator of their
+own (``model_construct``: the same object, every field at its default; defaults are not
+validated in either way, and a test checks they pass the rules), so only :class:`Policy`'s is
+built, on the first policy validated.
 """
 
 from __future__ import annotations
@@ -192,7 +195,8 @@ class ReviewPolicy(_Section):
         None,
         "a relative path inside the reviewed repository like .github/relay-review.md (read on"
         " the default branch)",
-        pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]{0,1023}$",
+        pattern=r"^[^/\x00-\x1f\x7f\\][^\x00-\x1f\x7f\\]*$",
+        max_length=1024,  # not {0,1023} in the pattern: the same rule, a much smaller regex
     )
 
     @field_validator("guidelines")
@@ -206,7 +210,8 @@ class ReviewPolicy(_Section):
     language: str | None = _opt(
         None,
         "a language name like Korean, Deutsch or pt-BR (letters, spaces, '-', at most 40)",
-        pattern=r"^[^\W\d_](?:[^\W\d_]| |-){0,39}$",
+        pattern=r"^[^\W\d_](?:[^\W\d_]| |-)*$",
+        max_length=40,  # not {0,39} in the pattern: the same rule, 40 ms less to build (Unicode)
     )
     context_lines: int = _opt(
         20,
@@ -293,15 +298,15 @@ class StatePolicy(_Section):
 class Policy(_Section):
     """The whole policy file: one validated object, every section with its defaults."""
 
-    catalog: CatalogPolicy = CatalogPolicy()
+    catalog: CatalogPolicy = CatalogPolicy.model_construct()
     accounts: list[AccountPolicy] = _opt([], "[[accounts]] tables")
-    discovery: DiscoveryPolicy = DiscoveryPolicy()
-    preflight: PreflightPolicy = PreflightPolicy()
-    serving: ServingPolicy = ServingPolicy()
-    review: ReviewPolicy = ReviewPolicy()
-    github: GitHubPolicy = GitHubPolicy()
-    memory: MemoryPolicy = MemoryPolicy()
-    state: StatePolicy = StatePolicy()
+    discovery: DiscoveryPolicy = DiscoveryPolicy.model_construct()
+    preflight: PreflightPolicy = PreflightPolicy.model_construct()
+    serving: ServingPolicy = ServingPolicy.model_construct()
+    review: ReviewPolicy = ReviewPolicy.model_construct()
+    github: GitHubPolicy = GitHubPolicy.model_construct()
+    memory: MemoryPolicy = MemoryPolicy.model_construct()
+    state: StatePolicy = StatePolicy.model_construct()
 
 
 def resolve_require_zdr(setting: str | bool, repo_private: bool | None) -> bool:

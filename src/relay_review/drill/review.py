@@ -9,12 +9,12 @@ from __future__ import annotations
 import json
 import re
 from importlib import resources
-from typing import Any
 
 from relay_review.config import Policy
-from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.drill.scenarios import Scenario, drill_environ, fleet_for, routes_for
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.review import review as run_review
+from relay_review.records import RunReport
 from relay_review.review.diff import DiffIndex
 from relay_review.state import Store
 
@@ -137,7 +137,7 @@ def sample_diff() -> str:
     return resources.files("relay_review.data").joinpath(SAMPLE_DIFF).read_text(encoding="utf-8")
 
 
-async def run_review_drill(policy: Policy, store: Store | None = None) -> dict[str, Any]:
+async def run_review_drill(policy: Policy, store: Store | None = None) -> RunReport:
     """Review the bundled sample diff through the review scenario's fleet; the full report."""
     scenario = REVIEW_SCENARIO
     review = policy.review.model_copy(
@@ -145,7 +145,7 @@ async def run_review_drill(policy: Policy, store: Store | None = None) -> dict[s
     )
     policy = policy.model_copy(update={"review": review})
     async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = catalog_for(discovery_for(scenario, fleet))
+        catalog = catalog_for(routes_for(scenario, fleet))
         report = await run_review(
             DiffIndex.from_diff(sample_diff()),
             catalog,
@@ -156,4 +156,4 @@ async def run_review_drill(policy: Policy, store: Store | None = None) -> dict[s
             store=store,
         )
     report.provenance = "built-in drill policy"
-    return report.to_json()
+    return report

@@ -22,6 +22,7 @@ from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
+from relay_review.records import ChatReport, Cost, Route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
 from relay_review.state import Store
@@ -150,23 +151,29 @@ def fleet_for(
     )
 
 
-def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict:
-    """A discovery report over the fleet (every route declared free)."""
-    return {
-        "routes": [
-            {
-                "account": account,
-                "provider": "openai_compatible",
-                "model": model,
-                "base_url": fleet.base_url(account),
-                "api_key_env": drill_key_env(account),
-                "prompt_price_per_1k": 0.0,
-                "completion_price_per_1k": 0.0,
-            }
-            for account, models in scenario.accounts.items()
-            for model in models
-        ]
-    }
+def routes_for(scenario: Scenario, fleet: FaultFleet) -> list[Route]:
+    """The routes a discovery over the fleet finds (every route declared free)."""
+    pairs = [(account, model) for account, models in scenario.accounts.items() for model in models]
+    return [
+        Route(
+            index=i,
+            account=account,
+            provider="openai_compatible",
+            model=model,
+            agent_id=f"{account}/{model}",
+            base_url=fleet.base_url(account),
+            api_key_env=drill_key_env(account),
+            prompt_price_per_1k=0.0,
+            completion_price_per_1k=0.0,
+            cost=Cost.FREE,
+        )
+        for i, (account, model) in enumerate(pairs)
+    ]
+
+
+def discovery_for(scenario: Scenario, fleet: FaultFleet) -> dict[str, Any]:
+    """:func:`routes_for` as a discovery report file holds them (for ``--discovery``)."""
+    return {"routes": [route.report_json() for route in routes_for(scenario, fleet)]}
 
 
 def drill_environ(scenario: Scenario) -> dict[str, str]:
@@ -191,6 +198,38 @@ async def direct_latency(fleet: FaultFleet, policy: Policy, messages: list[dict]
     return round(time.monotonic() - start, 3) if outcome.ok else None
 
 
+@dataclass(frozen=True)
+class DrillResult:
+    """One scenario's run: the ``chat`` flow's report, and what the drill measured around it."""
+
+    chat: ChatReport
+    scenario: str
+    description: str
+    #: The healthy route's own latency, straight to an identical model outside the catalog.
+    direct_latency_s: float | None
+    #: Time to reply over the direct latency (None: no reply or no direct figure).
+    ratio: float | None
+    #: Where the healthy route sits in the catalog (1 = first), None when it is not there.
+    healthy_catalog_position: int | None
+    probe_tokens_requested: int
+    max_probe_tokens: int
+    requests_per_route: dict[str, int]
+
+    def to_json(self) -> dict[str, Any]:
+        """The drill's JSON (``--format json``): the chat report's keys, then the drill's."""
+        return {
+            **self.chat.to_json(),
+            "scenario": self.scenario,
+            "description": self.description,
+            "direct_latency_s": self.direct_latency_s,
+            "ratio": self.ratio,
+            "healthy_catalog_position": self.healthy_catalog_position,
+            "probe_tokens_requested": self.probe_tokens_requested,
+            "max_probe_tokens": self.max_probe_tokens,
+            "requests_per_route": self.requests_per_route,
+        }
+
+
 async def run_scenario(
     scenario: Scenario,
     policy: Policy,
@@ -198,14 +237,14 @@ async def run_scenario(
     *,
     message: str = DRILL_MESSAGE,
     store: Store | None = None,
-) -> dict[str, Any]:
+) -> DrillResult:
     """Run preflight + failover over the scenario's catalog on a started fleet; measure it."""
     messages = [{"role": "user", "content": message}]
     direct = await direct_latency(fleet, policy, messages)
     first_request = len(fleet.requests)
     # the policy's limit and cap; the pool and ZDR as the fleet's routes are (free, not ZDR)
     section = CatalogPolicy(limit=policy.catalog.limit, account_cap=policy.catalog.account_cap)
-    catalog = catalog_for(discovery_for(scenario, fleet), section)
+    catalog = catalog_for(routes_for(scenario, fleet), section)
     report = await pipeline.chat(catalog, policy, drill_environ(scenario), messages, store=store)
     chats = [r for r in fleet.requests[first_request:] if r.is_chat]
     # probes ask PROBE_MAX_TOKENS at most; serving requests ask review.max_output_tokens
@@ -217,20 +256,20 @@ async def run_scenario(
         (i for i, s in enumerate(scripts, 1) if s.startswith("healthy") or ">healthy" in s), None
     )
     time_to_reply = report.time_to_reply_s
-    return {
-        **report.to_json(),
-        "scenario": scenario.name,
-        "description": scenario.description,
-        "direct_latency_s": direct,
-        "ratio": round(time_to_reply / direct, 2) if direct and time_to_reply is not None else None,
-        "healthy_catalog_position": healthy_at,
-        "probe_tokens_requested": sum(probe_tokens),
-        "max_probe_tokens": max(probe_tokens, default=0),
-        "requests_per_route": dict(Counter(f"{r.account}/{r.model}" for r in chats)),
-    }
+    return DrillResult(
+        chat=report,
+        scenario=scenario.name,
+        description=scenario.description,
+        direct_latency_s=direct,
+        ratio=round(time_to_reply / direct, 2) if direct and time_to_reply is not None else None,
+        healthy_catalog_position=healthy_at,
+        probe_tokens_requested=sum(probe_tokens),
+        max_probe_tokens=max(probe_tokens, default=0),
+        requests_per_route=dict(Counter(f"{r.account}/{r.model}" for r in chats)),
+    )
 
 
-async def run_named(name: str, policy: Policy, store: Store | None = None) -> dict[str, Any]:
+async def run_named(name: str, policy: Policy, store: Store | None = None) -> DrillResult:
     """Start the named scenario's fleet, run the scenario under ``policy`` (with the memory in
     ``store``), stop the fleet."""
     scenario = SCENARIOS[name]

@@ -8,8 +8,9 @@ The names below load on first use (PEP 562): a command that imports
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from relay_review._lazy import lazy_names
 
 if TYPE_CHECKING:
     from relay_review.github.client import make_github, make_retry
@@ -77,13 +78,7 @@ _HOME = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    home = _HOME.get(name)
-    if home is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(home), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names(__name__, _HOME)
 
 
 __all__ = [

@@ -9,7 +9,6 @@ import re
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
 
 from github.Repository import Repository
 
@@ -18,31 +17,47 @@ from relay_review.github.errors import GitHubEdgeError, github_errors
 
 #: GitHub lists at most 3,000 files of a pull request.
 MAX_FILES = 3000
-FILE_KEYS = (
-    "filename",
-    "status",
-    "previous_filename",
-    "patch",
-    "additions",
-    "deletions",
-    "changes",
-)
 
 
-def list_files(repo: Repository, number: int, limit: int = MAX_FILES) -> list[dict[str, Any]]:
+@dataclass(frozen=True)
+class PullFile:
+    """One changed file as the pull request files API lists it, the fields the diff index reads
+    (:meth:`relay_review.review.diff.DiffIndex.from_api_files`). Values are as GitHub sent them
+    (the API's JSON is input: the index reads every field defensively); ``patch`` and
+    ``previous_filename`` are ``None`` when GitHub omits them (binary or very large files;
+    files not renamed)."""
+
+    filename: str | None
+    status: str | None
+    previous_filename: str | None = None
+    patch: str | None = None
+    additions: int | None = None
+    deletions: int | None = None
+    changes: int | None = None
+
+
+def list_files(repo: Repository, number: int, limit: int = MAX_FILES) -> list[PullFile]:
     """The PR's changed files, 100 per page, at most ``limit`` (GitHub stops at 3,000).
 
-    Each is ``{filename, status, previous_filename, patch, additions, deletions, changes}``;
-    ``patch`` and ``previous_filename`` are ``None`` when GitHub omits them (binary or very large
-    files; files not renamed). Compare the count with the PR's ``changed_files`` to see a cut.
+    Compare the count with the PR's ``changed_files`` to see a cut.
     """
-    files: list[dict[str, Any]] = []
+    files: list[PullFile] = []
     with github_errors(f"cannot list the files of {repo.full_name}#{number}"):
         for item in repo.get_pull(number).get_files():
             if len(files) >= limit:
                 break
             raw = item.raw_data
-            files.append({key: raw.get(key) for key in FILE_KEYS})
+            files.append(
+                PullFile(
+                    filename=raw.get("filename"),
+                    status=raw.get("status"),
+                    previous_filename=raw.get("previous_filename"),
+                    patch=raw.get("patch"),
+                    additions=raw.get("additions"),
+                    deletions=raw.get("deletions"),
+                    changes=raw.get("changes"),
+                )
+            )
     return files
 
 

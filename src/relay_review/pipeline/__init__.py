@@ -6,14 +6,17 @@ One module per flow:
 - :mod:`.routes`: ``preflight`` (probe the catalog) and ``chat`` (one request with failover),
   the CLI's ``preflight`` and ``chat`` commands;
 - :mod:`.review`: ``catalog -> preflight (background) -> failover serving per chunk -> verdict
-  -> report`` (the ``review`` command, the drill, and the action's review stage);
+  -> report`` (the ``review`` command, the drill, and the action's review stage), with
+  :mod:`.serve` (serving the chunks: response forms, reply acceptance, re-planning);
 - :mod:`.action`: the GitHub Action, ``inputs -> event -> policy -> discovery -> catalog ->
-  pull request files -> review -> publish -> step summary, outputs, report file``.
+  pull request files -> review -> publish -> step summary, outputs, report file``; publishing
+  in :mod:`.publish`, with :mod:`.lifecycle` (findings across pushes) and :mod:`.outputs`.
 
 And memory across runs, read before routing and written after, for every flow:
 :mod:`.memory` (the run's view of the store), :mod:`.route_memory` (what a route's outcome
 leaves for the next run, and how it settles routes before routing), :mod:`.review_cache`
-(what a reviewed file leaves, and how it is reused). The store itself is :mod:`relay_review.state`.
+(what a reviewed file leaves: keys and memos) and :mod:`.reuse` (which files a run reuses, and
+what its chunks leave for the next). The store itself is :mod:`relay_review.state`.
 """
 
 from __future__ import annotations

@@ -6,9 +6,10 @@
 
 Each stage lives in its module: gating in :mod:`.gate`, the policy and guidelines in
 :mod:`.policy`, discovery and the catalog in :mod:`.routes`, the pull request's files in
-:mod:`.files`, the review in :mod:`.review`, publishing in :mod:`.publish`. This module knows
-their order and decides every exit code in one function (:func:`exit_code`); :func:`main`
-is what ``relay-review run`` calls.
+:mod:`.files`, the review in :mod:`.review`, publishing in :mod:`.publish` (findings across
+pushes in :mod:`.lifecycle`; the report file, step summary and outputs in :mod:`.outputs`). This
+module knows their order and decides every exit code in one function (:func:`exit_code`);
+:func:`main` is what ``relay-review run`` calls.
 
 Discovery's result goes to the catalog in memory. The review's :class:`RunReport` gets the
 run's context (policy provenance, pull request, discovery, what GitHub took) and becomes JSON
@@ -61,7 +62,9 @@ from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import Secrets, log_to_stdout, say
 from relay_review.pipeline.files import context_stage, files_stage
 from relay_review.pipeline.gate import EXIT_OK, Stop, commented_pull, event_stage
+from relay_review.pipeline.lifecycle import Lifecycle
 from relay_review.pipeline.memory import scrub
+from relay_review.pipeline.outputs import finish, set_skip_outputs
 from relay_review.pipeline.policy import (
     guidelines_stage,
     inline_key_envs,
@@ -69,14 +72,7 @@ from relay_review.pipeline.policy import (
     resolve_policy,
     trusted_commit,
 )
-from relay_review.pipeline.publish import (
-    Lifecycle,
-    Published,
-    describe_run,
-    finish,
-    publish,
-    set_skip_outputs,
-)
+from relay_review.pipeline.publish import Published, describe_run, publish
 from relay_review.pipeline.review import review
 from relay_review.pipeline.route_memory import route_horizon
 from relay_review.pipeline.routes import (
@@ -199,7 +195,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                 )
             )
         log_review(report)
-    report.quota = quota_report(health, report.requests_by_account)
+    report.quota = quota_report(health, report.quota)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private
@@ -245,7 +241,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
 
 class KeptStore:
     """The run's store, keeping the record it loaded and the last one saved: publishing adds
-    the findings' states across pushes (:class:`~relay_review.pipeline.publish.Lifecycle`) to the
+    the findings' states across pushes (:class:`~relay_review.pipeline.lifecycle.Lifecycle`) to the
     record the review saved, and saves once more. The rest of :class:`Store` is the store's."""
 
     def __init__(self, inner: Store, secrets: Sequence[str] = (), scope: str = "") -> None:

@@ -32,7 +32,7 @@ def files_stage(repo: Repository, event: PullRequestEvent) -> tuple[DiffIndex, i
             f"relay-review: the pull request changes {event.changed_files} files; GitHub "
             f"lists {len(files)}: the rest cannot be reviewed (the review is partial)"
         )
-    actions.log_untrusted("\n".join(f"  {f['status']}: {f['filename']}" for f in files))
+    actions.log_untrusted("\n".join(f"  {f.status}: {f.filename}" for f in files))
     return index, unlisted
 
 

@@ -25,7 +25,7 @@ from relay_review.github.event import (
     load_event,
 )
 from relay_review.github.log import say
-from relay_review.pipeline.publish import skipped
+from relay_review.pipeline.outputs import skipped
 
 if TYPE_CHECKING:
     from github import Github

@@ -1,5 +1,6 @@
 """Publishing a run on GitHub: the sticky comment (unless the head moved), optional line
-comments as one review, then the step summary, the outputs and the JSON report file.
+comments as one review (each finding once across pushes: :mod:`.lifecycle`); the step summary,
+the outputs and the JSON report file follow (:mod:`.outputs`).
 
 Never raises for GitHub's answers: what could not be posted is said in :class:`Published`
 (``not_posted``) and the verdict then goes to the step summary. Every text is scrubbed of the
@@ -8,17 +9,11 @@ run's secrets before it leaves the process.
 
 from __future__ import annotations
 
-import json
-import logging
-import os
-import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from relay_review import __version__
-from relay_review._files import atomic_write
 from relay_review.config.inputs import ActionInputs
 from relay_review.github import actions
 from relay_review.github.client import WaitBudget
@@ -34,33 +29,26 @@ from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import Secrets, say
 from relay_review.github.pr import head_sha
 from relay_review.github.review import DEFAULT_MAX_SINGLE, LineComment, post_review
-from relay_review.github.threads import Known, Plan, Thread, associations, read_threads
 from relay_review.github.threads import close as close_threads
 from relay_review.github.threads import marker as finding_marker
-from relay_review.github.threads import plan as plan_lifecycle
+from relay_review.pipeline.lifecycle import Lifecycle, Story, plan_story
 from relay_review.pipeline.policy import PolicyOrigin
 from relay_review.records import (
     Decision,
-    DiscoveredAccount,
     DiscoveryReport,
-    EarlierFinding,
     Finding,
     GithubReport,
     Inline,
-    LifecycleReport,
     NotPosted,
     PullRequestReport,
     Refused,
     ResolveFailed,
     ReviewPosted,
-    ReviewStatus,
     RunContext,
     RunReport,
 )
-from relay_review.render import comment_markdown, line_comment_body, md_code, md_text
-from relay_review.review.diff import DiffIndex
+from relay_review.render import comment_markdown, line_comment_body
 from relay_review.review.noise import Noise, inline_plan
-from relay_review.state.memory import FindingMemo, Memory
 
 if TYPE_CHECKING:
     from github import Github
@@ -68,9 +56,6 @@ if TYPE_CHECKING:
 
     from relay_review.providers.discovery import DiscoveryResult
 
-log = logging.getLogger("relay_review.publish")
-
-REPORT_NAME = "relay-review-report.json"
 PERMISSION_STATUSES = frozenset({401, 403})
 
 
@@ -101,36 +86,6 @@ class Published:
         )
 
 
-@dataclass
-class Lifecycle:
-    """What publishing needs to carry findings across pushes (see
-    :mod:`relay_review.github.threads`): the diff (are a thread's cited lines still there?), the
-    memory record as the review left it, and how to keep it (``save`` returns the sticky
-    comment's state line for the ``comment`` store)."""
-
-    index: DiffIndex
-    memory: Memory
-    save: Callable[[Memory], str | None]
-    #: ``github.single_comments``: single line comments after a batch refused with 422.
-    single_comments: int = DEFAULT_MAX_SINGLE
-    #: ``memory.findings``: how long a finding's state is remembered (seconds).
-    ttl: float = 90 * 86400.0
-    #: The run's deadline (monotonic): no thread is replied to or resolved past it.
-    deadline: float | None = None
-    clock: Callable[[], float] = time.time
-
-
-#: Most findings of one pull request kept in memory (the record must stay small).
-MAX_REMEMBERED_FINDINGS = 200
-
-
-@dataclass
-class _Story:
-    plan: Plan
-    state_line: str | None
-    read_error: str | None = None
-
-
 def publish(
     gh: Github,
     repo: Repository,
@@ -158,7 +113,7 @@ def publish(
     story = None
     # no verdict (no route served): nothing is known of the findings; leave threads and memory
     if lifecycle is not None and report.decision != Decision.UNAVAILABLE:
-        story = _story(gh, event, inputs, report, lifecycle, author)
+        story = plan_story(gh, event, inputs, report, lifecycle, author)
         if story.state_line is not None:
             state_line = story.state_line
     # Scrubbed before rendering (escaping and cutting could hide a key from a later scrub) and
@@ -189,95 +144,22 @@ def publish(
             )
         review = published.review or ReviewPosted(mode="none", posted=0)
         if story is not None:
-            closed = _threads_closed(gh, story, deadline, secrets, len(findings) - len(candidates))
-            review = review.model_copy(update=closed)
+            not_reposted = len(findings) - len(candidates)
+            review = _threads_closed(gh, story, deadline, secrets, not_reposted, review)
         published.review = review.model_copy(update={"noise": inline.summary(noise)})
     return published
 
 
-def _story(
-    gh: Github,
-    event: PullRequestEvent,
-    inputs: ActionInputs,
-    report: RunReport,
-    life: Lifecycle,
-    bot: str,
-) -> _Story:
-    """Read our threads (with inline comments on), plan the findings' lifecycle, mark the
-    report's findings with their state, and keep the states in memory (one more save)."""
-    scope = f"{event.repo_full_name}#{event.number}:"
-    remembered = {
-        k[len(scope) :]: Known(v.path, v.cited, v.first, v.state, v.how)
-        for k, v in life.memory.findings.items()
-        if k.startswith(scope)
-    }
-    threads: list[Thread] | None = []
-    read_error = None
-    if inputs.inline_comments:
-        try:
-            threads = read_threads(gh, event.repo_full_name, event.number)
-        except GitHubEdgeError as exc:
-            threads, read_error = None, str(exc)
-            actions.warning(
-                f"relay-review: the review threads could not be read ({exc}); findings memory "
-                "knows as posted are not posted again, and no thread is resolved this run"
-            )
-    extra = {event.user_login: event.author_association} if event.user_login else {}
-    plan = plan_lifecycle(
-        report.verdict.findings,
-        threads,
-        remembered,
-        life.index,
-        head_sha=event.head_sha,
-        bot=bot,
-        allowed=frozenset(inputs.author_associations),
-        trigger=inputs.trigger,
-        known=associations(threads or (), extra),
-        reviewed=frozenset(f.path for f in report.files if f.status == ReviewStatus.REVIEWED),
-    )
-    report.verdict.findings = [
-        f.model_copy(update={"state": state, "first_seen": first})
-        for f, (state, first) in zip(report.verdict.findings, plan.states, strict=True)
-    ]
-    current = {f.fingerprint for f in report.verdict.findings if f.fingerprint}
-    report.lifecycle = LifecycleReport(
-        counts=plan.counts(),
-        earlier=[
-            EarlierFinding(
-                fingerprint=e.fingerprint,
-                path=e.path,
-                line=e.line,
-                state=e.state,
-                first_seen=e.first,
-                how=e.how,
-            )
-            for fp, e in plan.entries.items()
-            if fp not in current
-        ],
-        threads="unreadable" if threads is None else len(threads),
-    )
-    now = life.clock()
-    kept = {k: v for k, v in life.memory.findings.items() if not k.startswith(scope)}
-    entries = list(plan.entries.values())[:MAX_REMEMBERED_FINDINGS]
-    for e in entries:
-        kept[scope + e.fingerprint] = FindingMemo(
-            path=e.path[:4096],
-            cited=e.cited[:40],
-            first=e.first[:64],
-            state="open" if e.state == "new" else e.state,
-            how=e.how[:40],
-            at=now,
-            until=now + life.ttl,
-        )
-    line = life.save(life.memory.model_copy(update={"findings": kept}))
-    return _Story(plan=plan, state_line=line, read_error=read_error)
-
-
 def _threads_closed(
-    gh: Github, story: _Story, deadline: float | None, secrets: Secrets, not_reposted: int
-) -> dict[str, Any]:
-    """Reply in and resolve our threads whose cited lines changed; what was done (the
-    :class:`ReviewPosted` fields it sets)."""
+    gh: Github,
+    story: Story,
+    deadline: float | None,
+    secrets: Secrets,
+    not_reposted: int,
+    review: ReviewPosted,
+) -> ReviewPosted:
+    """Reply in and resolve our threads whose cited lines changed; ``review`` with what was
+    done."""
     done = close_threads(gh, story.plan.close, deadline)
     if story.plan.close:
         say(
@@ -288,14 +170,16 @@ def _threads_closed(
         actions.warning(
             secrets.redact(f"relay-review: review thread {thread_id} not resolved: {reason}")
         )
-    return {
-        "not_reposted": not_reposted,
-        "resolved": len(done.closed),
-        "resolve_failed": [
-            ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
-        ],
-        "threads_error": secrets.redact(story.read_error) if story.read_error else None,
-    }
+    return review.model_copy(
+        update={
+            "not_reposted": not_reposted,
+            "resolved": len(done.closed),
+            "resolve_failed": [
+                ResolveFailed(thread=t, reason=secrets.redact(r)) for t, r in done.failed
+            ],
+            "threads_error": secrets.redact(story.read_error) if story.read_error else None,
+        }
+    )
 
 
 def _head_moved(
@@ -440,97 +324,6 @@ def post_line_comments(
     )
 
 
-def summary_markdown(report: RunReport, published: Published) -> str:
-    note = ""
-    if published.not_posted == NotPosted.HEAD_MOVED:
-        note = f"> **Not posted:** {md_text(published.detail)}\n\n"
-    elif published.not_posted == NotPosted.READ_ONLY:
-        note = (
-            "> **Not posted:** the token cannot comment on the pull request "
-            f"({md_text(published.detail)}); this step summary holds the verdict.\n\n"
-        )
-    elif published.not_posted == NotPosted.RATE_LIMITED:
-        note = (
-            f"> **Not posted:** GitHub's rate limit ({md_text(published.detail)}); this step "
-            "summary holds the verdict.\n\n"
-        )
-    elif published.not_posted == NotPosted.FAILED:
-        note = f"> **Not posted:** {md_text(published.detail)}\n\n"
-    elif published.comment_url:
-        note = f"Posted as {md_code(published.comment_url)}.\n\n"
-    limit = actions.SUMMARY_LIMIT_BYTES - 4096
-    if published.inline is not None and report.inline is None:  # as the sticky comment says
-        report = report.model_copy(update={"inline": published.inline})
-    return note + comment_markdown(report, limit=limit)
-
-
-def finish(
-    env: Mapping[str, str], report: RunReport, published: Published, secrets: Secrets
-) -> None:
-    """Write the JSON report, the step summary and the outputs (all scrubbed of secrets)."""
-    workspace = Path(env.get("GITHUB_WORKSPACE") or os.getcwd())
-    report_path = workspace / REPORT_NAME
-    clean = report.scrubbed(secrets)
-    data = clean.to_json()
-    try:
-        atomic_write(report_path, (json.dumps(data, indent=2, allow_nan=False) + "\n").encode())
-        say(f"report: {report_path}")
-    except OSError as exc:
-        actions.warning(f"relay-review: cannot write the report {report_path}: {exc}")
-        report_path = None  # type: ignore[assignment]
-    try:
-        actions.append_summary(secrets.redact(summary_markdown(clean, published)), env)
-    except OSError as exc:
-        actions.warning(f"relay-review: cannot write the step summary: {exc}")
-    outputs = {
-        "decision": str(data.get("decision") or ""),
-        "served-by": ",".join(serving_routes(clean)),
-        "comment-url": published.comment_url or "",
-        # relative to the workspace: the container's /github/workspace is another path outside
-        "report-path": os.path.relpath(report_path, workspace) if report_path else "",
-        "findings": str(len(clean.verdict.findings)),
-    }
-    try:
-        for name, value in outputs.items():
-            actions.set_output(name, secrets.redact(value), env)
-    except OSError as exc:
-        actions.warning(f"relay-review: cannot write GITHUB_OUTPUT: {exc}")
-
-
-def serving_routes(report: RunReport) -> list[str]:
-    """Every route that served a chunk, in chunk order without repeats (a review in several
-    chunks can be served by several routes), else the report's one ``served_by``."""
-    names = [c.served_by.agent_id for c in report.chunks if c.served_by is not None]
-    if not names and report.served_by is not None and report.served_by.agent_id:
-        names = [report.served_by.agent_id]
-    return list(dict.fromkeys(names))
-
-
-def set_skip_outputs(env: Mapping[str, str], decision: Decision) -> None:
-    """Outputs for a run that produced no verdict: ``decision`` is ``skipped`` or ``error``."""
-    try:
-        for name, value in (
-            ("decision", str(decision)),
-            ("served-by", ""),
-            ("comment-url", ""),
-            ("report-path", ""),
-            ("findings", "0"),
-        ):
-            actions.set_output(name, value, env)
-    except OSError as exc:  # never mask the real problem with this one
-        log.warning("cannot write GITHUB_OUTPUT: %s", exc)
-
-
-def skipped(env: Mapping[str, str], reason: str) -> None:
-    """Nothing to review: a notice, a one-line step summary and ``decision=skipped``."""
-    actions.notice(f"relay-review: {reason}")
-    try:
-        actions.append_summary(f"relay-review: {md_text(reason)}\n", env)
-    except OSError as exc:
-        log.warning("cannot write the step summary: %s", exc)
-    set_skip_outputs(env, Decision.SKIPPED)
-
-
 def describe_run(
     report: RunReport,
     env: Mapping[str, str],
@@ -559,9 +352,6 @@ def describe_run(
     )
     report.require_zdr = require_zdr
     report.discovery = DiscoveryReport(
-        accounts=[
-            DiscoveredAccount.model_validate(a, from_attributes=True) for a in discovery.accounts
-        ],
-        errors=discovery.errors,
+        accounts=list(discovery.accounts), errors=list(discovery.errors)
     )
     report.relay_review_version = __version__

@@ -27,9 +27,10 @@ from pydantic import ValidationError
 from relay_review.config import ReviewPolicy
 from relay_review.records import Finding
 from relay_review.review.chunks import Chunk
+from relay_review.review.citations import citation_problem
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import system_message
-from relay_review.review.verdict import citation_problem, with_suggestion
+from relay_review.review.suggestions import with_suggestion
 from relay_review.state.memory import ChunkMemo, Memory, ReusedFinding
 
 #: Bump when the meaning of a cached review changes without the prompt text changing.

@@ -26,6 +26,7 @@ from relay_review.records import (
     Account,
     Catalog,
     ChatReport,
+    DayCount,
     PreflightReport,
     QuotaReport,
 )
@@ -78,20 +79,32 @@ def warm_up() -> None:
     warm_tls_context()
 
 
-def requests_sent(session: RoutingSession | None) -> dict[str, int]:
-    """Requests the session let out per account (probes and serving; none held back)."""
+def spent(session: RoutingSession | None) -> QuotaReport:
+    """What the session let out per account (probes and serving; none held back) and, while it
+    had the shared ledger, every run's requests in the last 24 h of each account with a daily
+    budget (the run's part of ``quota``; :func:`quota_report` adds the key facts)."""
     if session is None or session.budgets is None:
-        return {}
-    return dict(session.budgets.sent)
-
-
-def quota_report(health: PublishedHealth, sent: Mapping[str, int]) -> QuotaReport:
-    """What the run cost each account (requests let out, probes included) and, where the key
-    endpoint said, the account's free tier (for the footer and the step summary)."""
+        return QuotaReport()
+    budgets = session.budgets
     return QuotaReport(
-        requests_by_account=dict(sorted(sent.items())),
+        requests_by_account=dict(sorted(budgets.sent.items())),
+        shared_day={
+            account: DayCount(used=used, per_day=per_day)
+            for account, (used, per_day) in sorted(budgets.shared_day.items())
+        },
+    )
+
+
+def quota_report(health: PublishedHealth, spent: QuotaReport | None) -> QuotaReport:
+    """What the run cost each account (requests let out, probes included; every run's requests
+    of the day where a shared ledger counted them) and, where the key endpoint said, the
+    account's free tier (for the footer and the step summary)."""
+    spent = spent or QuotaReport()
+    return QuotaReport(
+        requests_by_account=spent.requests_by_account,
         keys=dict(sorted(health.keys.items())),
         health_requests=health.requests,
+        shared_day=spent.shared_day,
     )
 
 
@@ -178,7 +191,7 @@ async def preflight(
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
         memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
-        quota=quota_report(health, requests_sent(session)),
+        quota=quota_report(health, spent(session)),
     )
 
 
@@ -214,7 +227,7 @@ async def chat(
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
         memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
-        quota=quota_report(health, requests_sent(session)),
+        quota=quota_report(health, spent(session)),
     )
 
 
@@ -240,15 +253,15 @@ def discover_routes(
             lines.append(f"discovery: {s.account} ({s.kind}): error: {s.error}")
     named = {s.account for s in result.accounts}
     for error in result.errors:
-        if error["account"] not in named:
-            lines.append(f"discovery: {error['account']}: error: {error['error']}")
+        if error.account not in named:
+            lines.append(f"discovery: {error.account}: error: {error.error}")
     if lines:
         actions.log_untrusted("\n".join(lines))
     return result
 
 
 def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: bool) -> Catalog:
-    """The catalog from the discovery result in memory (and its ZDR feed, when fetched)."""
+    """The catalog of the routes discovery found (and its ZDR feed, when fetched)."""
     c = policy.catalog
     feed = discovery.zdr_feed
 
@@ -257,14 +270,14 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
 
     try:
         catalog = catalog_for(
-            discovery.report(None),
+            discovery.routes,
             c,
             zdr_feed=None if feed is None else lambda: json.loads(feed),
             require_zdr=require_zdr,
             bad_feed=unusable,
         )
     except CatalogInputError as exc:  # our own discovery output: a bug, not the user's input
-        raise RuntimeError(f"discovery produced an unreadable report: {exc}") from exc
+        raise RuntimeError(f"discovery produced routes the catalog refuses: {exc}") from exc
     say(f"catalog: pool={c.pool} limit={c.limit} account_cap={c.account_cap} zdr={require_zdr}")
     from relay_review.render import catalog_table  # the action's only: keep chat's start light
 
@@ -314,7 +327,7 @@ def empty_catalog_why(
         return "no provider account has a key; set one of " + ", ".join(wanted)
     excluded = catalog.report.excluded
     parts = [f"{reason} {count}" for reason, count in excluded.items()]
-    failed = [e["account"] for e in discovery.errors]
+    failed = [e.account for e in discovery.errors]
     text = f"no route was selected ({catalog.report.total_routes} discovered"
     if parts:
         text += "; excluded: " + ", ".join(parts)

@@ -36,7 +36,7 @@ def partial_note(left_out: int, listed: int, unlisted: int = 0, dropped: int = 0
     change content no model was shown, ``unlisted`` files are beyond the files GitHub lists, and
     ``dropped`` findings cite shown changed lines but could not be verified (their quote names a
     changed line, or is an excerpt of any length of the exact line they cite:
-    :func:`relay_review.review.verdict.points_at_shown_code`). Any of them keeps the decision
+    :func:`relay_review.review.citations.points_at_shown_code`). Any of them keeps the decision
     from ``approve``."""
     parts: list[str] = []
     if left_out or unlisted:

@@ -188,7 +188,8 @@ class DiffIndex:
 
     @classmethod
     def from_api_files(cls, entries: Iterable[Mapping[str, Any] | Any]) -> DiffIndex:
-        """Index the PR files API entries (dicts, or objects such as PyGithub's ``File``).
+        """Index the PR files API entries: ``PullFile`` records (as
+        :func:`relay_review.github.pr.list_files` gives them) or the API's JSON objects.
 
         Each entry: ``filename``, ``status``, optional ``previous_filename`` and ``patch``. A
         missing patch marks the file skipped (``REASON_NO_PATCH``, or ``REASON_NO_CHANGES`` for

@@ -74,9 +74,6 @@ class InlinePlan:
             over_cap=len(self.over_cap),
         )
 
-    def to_json(self, noise: Noise) -> dict[str, Any]:
-        return self.summary(noise).model_dump(mode="json")
-
 
 def inline_plan(findings: Sequence[Any], noise: Noise) -> InlinePlan:
     """Which of ``findings`` to post inline: at or above ``noise.floor``, one per fingerprint,

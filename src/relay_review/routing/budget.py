@@ -89,6 +89,10 @@ class AccountBudgets:
         self.refusals = 0
         #: account -> requests this run let out (probes and serving): what the run cost it
         self.sent: Counter[str] = Counter()
+        #: account -> (every run's requests in the last 24 h, the budget's rpd), as the shared
+        #: ledger last counted them; dropped once that ledger is lost (no shared count then)
+        self.shared_day: dict[str, tuple[int, int]] = {}
+        self.lost = False  # the shared ledger failed this run (an in-process one replaced it)
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
         """``(ledger key, budget)`` for a request on ``entry``."""
@@ -110,6 +114,8 @@ class AccountBudgets:
         now = time.time()
         if answer.in_window is not None:
             self._seen[key] = (now, *answer.in_window)
+            if budget.rpd and not self.lost:  # a late answer after the loss is not kept
+                self.shared_day[entry.account] = (max(0, answer.in_window[1]), budget.rpd)
         if answer.granted:
             mine = self._granted.setdefault(key, [])
             mine[:] = [t for t in mine if t > now - DAY_S][-10_000:]
@@ -168,6 +174,8 @@ class AccountBudgets:
                 maybe.get(key),
             )
         self.ledger = fresh
+        self.lost = True
+        self.shared_day.clear()  # what other runs send is not heard any more
         report = getattr(failed, "report_failure", None)
         if callable(report):
             report(exc)  # the store says it once, for memory and ledger together

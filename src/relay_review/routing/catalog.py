@@ -29,12 +29,16 @@ from typing import Any, Literal
 
 from relay_review.errors import UsageError
 from relay_review.kinds import default_base_url, default_key_env
-from relay_review.records import Catalog, CatalogEntry, CatalogReport, Cost, Route
+from relay_review.records import (
+    RESPONSE_FORMATS,
+    Catalog,
+    CatalogEntry,
+    CatalogReport,
+    Cost,
+    Route,
+)
 
 Pool = Literal["free", "auto"]
-
-#: Declared structured-output support a route may carry (anything else is ignored).
-RESPONSE_FORMATS = ("json_schema", "json_object")
 
 #: Reasons a route is left out, in the order they are checked.
 EXCLUDED_UNKNOWN_COST = "unknown_cost"
@@ -74,17 +78,9 @@ def _text(raw: Mapping[str, Any], index: int, field: str, *, required: bool) -> 
     return value
 
 
-def cost_of(prompt: float | None, completion: float | None) -> Cost:
-    """Both prices 0 -> free; both numbers, any > 0 -> priced; both absent -> unknown."""
-    if prompt is None and completion is None:
-        return Cost.UNKNOWN
-    if prompt is None or completion is None:
-        raise ValueError("exactly one price present")
-    return Cost.FREE if prompt == 0 and completion == 0 else Cost.PRICED
-
-
 def parse_route(raw: Any, index: int) -> Route:
-    """Validate one discovery-report route and fill in its defaults."""
+    """Validate one route of a discovery report file and fill in its defaults (the file is
+    input: in process, discovery builds its routes as records)."""
     if not isinstance(raw, Mapping):
         raise CatalogInputError(f"routes[{index}]: expected an object, got {type(raw).__name__}")
     account = _text(raw, index, "account", required=True)
@@ -123,13 +119,15 @@ def parse_route(raw: Any, index: int) -> Route:
         prompt_price_per_1k=prompt,
         completion_price_per_1k=completion,
         context_length=context,
-        cost=cost_of(prompt, completion),
+        cost=Cost.of(prompt, completion),
         response_format=fmt if (fmt := raw.get("response_format")) in RESPONSE_FORMATS else None,
+        price_note=note if isinstance(note := raw.get("price_note"), str) else None,
     )
 
 
 def parse_discovery(report: Any) -> list[Route]:
-    """Validate a discovery report (``{"routes": [...]}``); unknown fields are ignored."""
+    """Validate a discovery report file's JSON (``{"routes": [...]}``); unknown fields are
+    ignored."""
     if not isinstance(report, Mapping) or not isinstance(report.get("routes"), list):
         raise CatalogInputError('discovery report: expected an object with a "routes" list')
     routes = [parse_route(raw, i) for i, raw in enumerate(report["routes"])]

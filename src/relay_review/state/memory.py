@@ -108,7 +108,7 @@ class RouteMemo(_Timed):
 
 
 class ReusedFinding(_Record):
-    """A verified finding kept for a file (:class:`relay_review.review.verdict.Finding`): its
+    """A verified finding kept for a file (:class:`relay_review.records.Finding`): its
     location and ``quote_sha``, the SHA-256 of the cited line as the diff showed it (a line
     that no longer matches drops it). The quote is never kept: it is read again from the
     current diff, as ``quote_span`` of the cited line (character offsets) between the model's

@@ -1,8 +1,12 @@
 """Bad inputs (issue 6, item 6): every action input with an invalid value stops the run with
 exit 2 and one ``::error`` that names the input, before any GitHub request (nothing posted).
 
-Run end to end: ``relay-review run`` as the runner starts it (``action_harness.run_action``),
-Prism standing in for GitHub so any request at all would be seen.
+Run end to end against Prism standing in for GitHub, so any request at all would be seen: the
+cases of :data:`SUBPROCESS_CASES` (an empty token, a hidden token, a policy, a hidden state URL)
+and the two whole-payload cases go through ``relay-review run`` as the runner starts it
+(``action_harness.run_action``: the console script, its logging set-up, a real stdout); every
+other case runs the action's entrypoint in this process over the same environment
+(``action_harness.run_in_process``), which is where the input checks live.
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from action_harness import POLICY_REPO, TOKEN, run_action
+from action_harness import POLICY_REPO, TOKEN, run_action, run_in_process
 from github_mock import MockGitHub
 
 ROOT_DIR = Path(__file__).resolve().parents[3]
@@ -75,6 +79,17 @@ CASES: list[tuple[str, str, str]] = [
     ("state", "redis://:hunter#2@cache/0", "input `state`: (hidden) has characters that must be"),
 ]
 
+#: The cases run as a subprocess (one per kind of check: a missing input, a secret input's
+#: value hidden in the error, a policy parse error, a secret URL hidden); the rest in process.
+SUBPROCESS_CASES = frozenset(
+    {
+        ("github-token", ""),
+        ("github-token", "ghs_two words"),
+        ("policy", "[catalog\nlimit = 2\n"),
+        ("state", "redis://:hunter2pass@/0"),
+    }
+)
+
 #: Inputs that only mean something together with others: set those so the bad one is reached.
 COMPANIONS = {
     "orchestrator-ref": {"orchestrator-repo": POLICY_REPO},
@@ -86,6 +101,7 @@ COMPANIONS = {
 def test_every_input_has_a_bad_value_case() -> None:
     declared = yaml.safe_load((ROOT_DIR / "action.yml").read_text(encoding="utf-8"))["inputs"]
     assert set(declared) == {name for name, _, _ in CASES}
+    assert {(name, value) for name, value, _ in CASES} >= SUBPROCESS_CASES
 
 
 @pytest.mark.parametrize(
@@ -94,7 +110,9 @@ def test_every_input_has_a_bad_value_case() -> None:
 def test_bad_input_exits_2_naming_it_and_posts_nothing(
     tmp_path: Path, github_mock: MockGitHub, name: str, value: str, message: str
 ) -> None:
-    run = run_action(tmp_path, github_mock, {**COMPANIONS.get(name, {}), name: value})
+    run = (run_action if (name, value) in SUBPROCESS_CASES else run_in_process)(
+        tmp_path, github_mock, {**COMPANIONS.get(name, {}), name: value}
+    )
     assert run.code == 2, run.stdout + run.stderr
     errors = [line for line in run.stdout.splitlines() if line.startswith("::error")]
     assert len(errors) == 1, run.stdout

@@ -4,6 +4,11 @@ Title, body, diff lines and file names carry prompt injection, forged fence toke
 marker, workflow commands (v2 ``::x::`` and legacy ``##[x]``), mentions, table- and
 HTML-breaking Markdown, 1 MB single lines and invalid UTF-8. The checks and their exact
 definitions are in :mod:`hostile_checks`.
+
+What the log, the comment and the process guard (inert log lines, peak memory, the
+deadline) is checked on ``relay-review run`` as a subprocess, as the runner starts it. The
+decision test (injection does not change it, and every payload reaches the model fenced) runs
+the action's entrypoint in this process over the same environment, Prism and fleet.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from action_harness import (
     posted_bodies,
     pr_payload,
     run_action,
+    run_in_process,
 )
 from github_mock import MockGitHub
 from hostile_checks import (
@@ -188,11 +194,11 @@ def test_injection_does_not_change_the_decision(
     tmp_path: Path, github_mock: MockGitHub, gull: FaultFleet
 ) -> None:
     inputs = {"policy": policy_toml(gull, "gull")}
-    clean = run_action(tmp_path / "clean", github_mock, inputs)
+    clean = run_in_process(tmp_path / "clean", github_mock, inputs)
     assert clean.code == 0, clean.stdout + clean.stderr
     github_mock.reset()
     since = len(gull.requests)
-    hostile = run_action(
+    hostile = run_in_process(
         tmp_path / "hostile", github_mock, inputs, payload=hostile_payload(), files=hostile_files()
     )
     assert hostile.code == 0, hostile.stdout + hostile.stderr

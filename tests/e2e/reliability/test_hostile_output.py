@@ -40,8 +40,10 @@ from hostile_checks import (
 )
 from relay_review.drill import FaultFleet
 from relay_review.github.comment import MARKER
+from relay_review.records import RunReport
+from relay_review.records.finding import MAX_MESSAGE_CHARS, MAX_PATH_CHARS
 from relay_review.render import comment_markdown, md_text
-from relay_review.review.verdict import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, MAX_SUMMARY_CHARS
+from relay_review.review.reply import MAX_SUMMARY_CHARS
 
 SHORT = f"{MENTIONS[0]} {MARKUP[4]} {COMMANDS[0]} {MARKER} {MARKUP[0]}"
 LONG_PATH = "deep/" * 20_000 + "x.py"  # 100 KB
@@ -192,10 +194,17 @@ def hostile_report(n: int = 3, decision: str = "comment") -> dict[str, Any]:
 def test_every_field_of_the_comment_contains_hostile_text(
     decision: str, n: int, limit: int
 ) -> None:
-    body = comment_markdown(hostile_report(n, decision), marker=MARKER, limit=limit)
+    body = comment_markdown(
+        RunReport.from_json(hostile_report(n, decision)), marker=MARKER, limit=limit
+    )
     assert len(body) <= limit
     assert markdown_problems(body) == []
-    assert markdown_problems(comment_markdown(hostile_report(n, decision)), marker=None) == []
+    assert (
+        markdown_problems(
+            comment_markdown(RunReport.from_json(hostile_report(n, decision))), marker=None
+        )
+        == []
+    )
 
 
 _HOSTILE_CHARS = st.sampled_from(
@@ -214,5 +223,5 @@ def test_comment_properties_hold_for_any_text(summary: str, path: str, message: 
     report["findings"][0].update(path=path, message=message, quote=message)
     report["unverified"][0].update(path=path, message=message, reason=summary)
     report["files"][0].update(path=path, reason=message)
-    body = comment_markdown(report, marker=MARKER)
+    body = comment_markdown(RunReport.from_json(report), marker=MARKER)
     assert markdown_problems(body) == []

@@ -1,4 +1,7 @@
-"""Verdict integrity (issue 10), end to end through ``relay-review run``.
+"""Verdict integrity (issue 10), end to end through ``relay-review run``: the issue's hostile
+pull request runs it as a subprocess, as the runner starts it; every other case runs the
+action's entrypoint in this process (``action_harness.run_in_process``) over the same
+environment, Prism and fleet (the decision is computed in the pipeline, not by the process).
 
 The invariant: the decision is ``approve`` only if every changed line of every changed file was
 shown to a model whose reply was accepted, and no finding about shown changed code was dropped.
@@ -18,7 +21,14 @@ from typing import Any
 
 import pytest
 
-from action_harness import FLEET_KEY, api_file, policy_toml, posted_bodies, run_action
+from action_harness import (
+    FLEET_KEY,
+    api_file,
+    policy_toml,
+    posted_bodies,
+    run_action,
+    run_in_process,
+)
 from github_mock import MockGitHub
 from relay_review.drill import FaultFleet
 
@@ -90,12 +100,19 @@ def eager() -> Iterator[FaultFleet]:
 
 
 def review(
-    root: Path, mock: MockGitHub, fleet: FaultFleet, files: list[dict[str, Any]], policy: str = ""
+    root: Path,
+    mock: MockGitHub,
+    fleet: FaultFleet,
+    files: list[dict[str, Any]],
+    policy: str = "",
+    *,
+    subprocess: bool = False,
 ) -> tuple[str, str, dict[str, Any]]:
-    """(decision output, the posted comment, the JSON report) of one run over ``files``."""
+    """(decision output, the posted comment, the JSON report) of one run over ``files``
+    (``subprocess``: ``relay-review run`` as a process, else the entrypoint in this one)."""
     mock.reset()
     inputs = {"policy": policy_toml(fleet, "eager") + policy, "fail-on": "high"}
-    run = run_action(root, mock, inputs, files=files)
+    run = (run_action if subprocess else run_in_process)(root, mock, inputs, files=files)
     assert run.code in (0, 1), run.stdout + run.stderr
     assert "Traceback" not in run.stderr, run.stderr
     bodies = posted_bodies(mock)
@@ -112,7 +129,9 @@ def top_note(comment: str) -> str:
 def test_the_issue_s_hostile_pull_request_is_not_approved(
     tmp_path: Path, github_mock: MockGitHub, eager: FaultFleet
 ) -> None:
-    decision, comment, report = review(tmp_path, github_mock, eager, [README, GENERATED, DIST])
+    decision, comment, report = review(
+        tmp_path, github_mock, eager, [README, GENERATED, DIST], subprocess=True
+    )
     assert decision == "comment" and report["findings"] == []
     note = top_note(comment)
     assert "2 of 3 files change content no model was shown" in note

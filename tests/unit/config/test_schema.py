@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +14,7 @@ from relay_review.config import (
     env_accounts,
     key_conventions,
     load_policy,
+    merge_layers,
     merge_policy_data,
     parse_policy,
     resolve_accounts,
@@ -50,6 +52,40 @@ def test_defaults() -> None:
     assert s.deadlines().attempt == 180
     assert policy.review.exclude == []
     assert policy.review.max_output_tokens >= 1
+
+
+def test_built_in_defaults_pass_the_policy_rules() -> None:
+    """The sections' defaults are made without validation (``model_construct``, for start-up):
+    every one of them, dumped and read back as a policy file would be, is the same policy."""
+    defaults = Policy()
+    assert Policy.model_validate(defaults.model_dump()) == defaults
+    built_in = merge_layers([])  # no layer: the defaults as they are, without a validator
+    assert built_in == Policy.model_validate({}) == defaults
+    assert built_in.model_fields_set == set() and built_in.accounts is not defaults.accounts
+    for name, field in Policy.model_fields.items():
+        section = type(getattr(defaults, name))
+        if section is not list:
+            assert section.model_validate(field.default.model_dump()) == field.default, name
+
+
+@pytest.mark.parametrize(
+    ("key", "longest", "accepted"),
+    [
+        ("language", "pt-BR " + "é" * 34, ["Korean", "中文", "हिन्दी", "a b-c"]),
+        ("guidelines", "docs/" + "ü" * 1019, [".github/relay-review.md", "a b/ü.md"]),
+    ],
+)
+def test_language_and_guidelines_bounds(key: str, longest: str, accepted: list[str]) -> None:
+    """At most 40 (language) or 1024 (guidelines) characters; one more, or a newline at the
+    end, is refused in the field's words."""
+    assert len(longest) == (40 if key == "language" else 1024)
+    for value in [longest, *accepted]:
+        policy = parse_policy(f"[review]\n{key} = {json.dumps(value)}", SOURCE)
+        assert getattr(policy.review, key) == value
+    for bad in [longest + "x", accepted[0] + "\n", "", "1x" if key == "language" else "/abs"]:
+        message = error_of(f"[review]\n{key} = {json.dumps(bad)}")
+        assert message.startswith(f"relay-review.toml: review.{key} = "), message
+        assert "is not allowed; use a " in message, message
 
 
 def test_full_policy_round_trip() -> None:

@@ -62,7 +62,7 @@ from relay_review.github.policy_ref import (
     read_base_policy,
     resolve_ref,
 )
-from relay_review.github.pr import head_moved, head_sha, list_files
+from relay_review.github.pr import PullFile, head_moved, head_sha, list_files
 from relay_review.github.review import LineComment, post_review
 
 SHA = "6dcb09b5b57875f334f61aebed695e2e4193db5e"  # the commit of every GitHub example
@@ -516,15 +516,15 @@ def test_pull_request_files(github_mock: MockGitHub) -> None:
     repo = github_mock.client().get_repo(REPO)
     files = list_files(repo, 7)
     assert files == [
-        {
-            "filename": "file1.txt",
-            "status": "added",
-            "previous_filename": None,
-            "patch": "@@ -132,7 +132,7 @@ module Test @@ -1000,7 +1000,7 @@ module Test",
-            "additions": 103,
-            "deletions": 21,
-            "changes": 124,
-        }
+        PullFile(
+            filename="file1.txt",
+            status="added",
+            previous_filename=None,
+            patch="@@ -132,7 +132,7 @@ module Test @@ -1000,7 +1000,7 @@ module Test",
+            additions=103,
+            deletions=21,
+            changes=124,
+        )
     ]
     (call,) = github_mock.calls()
     assert (call.path, call.query) == (f"/repos/{REPO}/pulls/7/files", "per_page=100")
@@ -547,7 +547,7 @@ def test_pull_request_files_paginate_up_to_the_limit(github_mock: MockGitHub) ->
     github_mock.stub("GET", "/pulls/7/files$", 200, page(2), headers=link)
     files = list_files(github_mock.client().get_repo(REPO), 7, limit=150)
     assert len(files) == 150
-    assert files[0]["patch"] is None and files[149]["filename"] == "f2-49.py"
+    assert files[0].patch is None and files[149].filename == "f2-49.py"
     assert [c.query for c in github_mock.calls()] == ["per_page=100", "page=2&per_page=100"]
 
 

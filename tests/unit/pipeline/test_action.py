@@ -83,34 +83,35 @@ def _free(account: str, model: str, provider: str = "openrouter") -> dict:
 
 
 REPORT = {"routes": [_free("or", f"m{i}:free") for i in range(5)] + [_free("n", "z", "nvidia_nim")]}
+ROUTES = parse_discovery(REPORT)
 FEED = {"data": [{"model_id": "m1:free"}, {"model_id": "m3:free"}]}
 
 
 def test_one_catalog_function_matches_the_catalog_built_by_hand() -> None:
     section = CatalogPolicy(limit=3, account_cap=2)
-    got = catalog_for(REPORT, section, zdr_feed=lambda: FEED, require_zdr=True)
+    got = catalog_for(ROUTES, section, zdr_feed=lambda: FEED, require_zdr=True)
     want = build_catalog(
         parse_discovery(REPORT), ["m1:free", "m3:free"], limit=3, account_cap=2, require_zdr=True
     )
     assert got == want
     assert [e.route.model for e in got.selected] == ["m1:free", "m3:free"]
     # the defaults: [catalog] as built in, require_zdr "auto" read as false (no repository)
-    assert catalog_for(REPORT) == build_catalog(parse_discovery(REPORT))
+    assert catalog_for(ROUTES) == build_catalog(parse_discovery(REPORT))
 
 
 def test_an_unusable_feed_is_raised_for_the_cli_and_warned_for_the_action(capsys) -> None:
     with pytest.raises(CatalogInputError):
-        catalog_for(REPORT, zdr_feed=lambda: {"nope": 1})
+        catalog_for(ROUTES, zdr_feed=lambda: {"nope": 1})
     seen: list[Exception] = []
-    catalog = catalog_for(REPORT, zdr_feed=lambda: {"nope": 1}, bad_feed=seen.append)
+    catalog = catalog_for(ROUTES, zdr_feed=lambda: {"nope": 1}, bad_feed=seen.append)
     assert len(seen) == 1 and catalog == build_catalog(parse_discovery(REPORT))
     # the action's stage: the feed from discovery, undecodable, is one warning, no ZDR route
-    discovery = DiscoveryResult(accounts=[], routes=REPORT["routes"], errors=[], zdr_feed=b"{")
+    discovery = DiscoveryResult(accounts=[], routes=ROUTES, errors=[], zdr_feed=b"{")
     run_catalog = build_run_catalog(Policy(), discovery, require_zdr=False)
     assert "::warning::relay-review: the ZDR feed is unusable" in capsys.readouterr().out
     assert run_catalog.selected == catalog.selected
     fine = DiscoveryResult(
-        accounts=[], routes=REPORT["routes"], errors=[], zdr_feed=json.dumps(FEED).encode()
+        accounts=[], routes=ROUTES, errors=[], zdr_feed=json.dumps(FEED).encode()
     )
     zdr = build_run_catalog(Policy(), fine, require_zdr=True)
     assert [e.route.model for e in zdr.selected] == ["m1:free", "m3:free"]

@@ -27,8 +27,8 @@ from relay_review.providers.health import (
     percent,
     read_health,
 )
-from relay_review.records import Catalog, CatalogEntry, Cost
-from relay_review.render import comment_markdown, readiness_table
+from relay_review.records import Catalog, CatalogEntry, Cost, QuotaReport, RunReport
+from relay_review.render import comment_markdown, quota_line, readiness_table
 from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
 
 CASSETTES = Path(__file__).resolve().parents[2] / "cassettes" / "openrouter_health"
@@ -200,13 +200,38 @@ def test_readiness_table_and_footer_show_the_prior_and_the_cost() -> None:
             "keys": {"openrouter": {"is_free_tier": True, "free_per_day": 50}},
         },
     }
-    body = comment_markdown(report)
+    body = comment_markdown(RunReport.from_json(report))
     assert "uptime 62 %" in body
     assert "3 requests; 3 on `openrouter` of its 50 free a day" in body
     assert "does not report how many are left today" in body
     # hostile numbers in a report read back are not shown as counts
     report["quota"]["requests_by_account"] = {"openrouter": -5, "x": "9"}
-    assert "0 requests; 0 on `openrouter`" in comment_markdown(report)
+    assert "0 requests; 0 on `openrouter`" in comment_markdown(RunReport.from_json(report))
+
+
+def test_the_footer_says_what_is_left_today_where_a_shared_ledger_counted_it() -> None:
+    """With a shared ledger's count of the day: "41 of 50 left today on `openrouter`" (the
+    issue's form); without one the key endpoint's facts; hostile counts read back are 0."""
+    quota = QuotaReport.model_validate(
+        {
+            "requests_by_account": {"openrouter": 3, "nim": 1},
+            "keys": {"openrouter": {"is_free_tier": True, "free_per_day": 50}},
+            "shared_day": {"openrouter": {"used": 9, "per_day": 50}},
+        }
+    )
+    line = quota_line(quota, lambda text, _n: f"`{text}`")
+    assert line == (
+        "4 requests; 41 of 50 left today on `openrouter` (the shared ledger's count of every "
+        "run's requests in the last 24 h)"
+    )
+    spent = QuotaReport.model_validate(
+        {"shared_day": {"a": {"used": 70, "per_day": 50}, "b": {"used": -1, "per_day": True}}}
+    )
+    assert spent.shared_day["b"].used == 0 and spent.shared_day["b"].per_day == 0
+    assert quota_line(spent) == "0 requests; 0 of 50 left today on a (the shared ledger's " + (
+        "count of every run's requests in the last 24 h)"
+    )
+    assert QuotaReport.model_validate({"shared_day": {"x": 3}}).shared_day == {}
 
 
 # --- end to end: the CLI on the fault fleet serving OpenRouter's listings ------------------------
@@ -264,9 +289,22 @@ def test_chat_cli_ranks_the_low_uptime_route_last_and_reports_the_cost(tmp_path:
 # --- end to end: the action, its comment and step summary -----------------------------------------
 
 
+def router_policy(fleet: FaultFleet) -> str:
+    """The action's fast policy with the fleet's ``router`` account as an OpenRouter account
+    (its ZDR listing on the fleet too)."""
+    from action_harness import FAST, KEY_ENV
+
+    return (
+        FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
+        + "\n[[accounts]]\n"
+        + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
+        + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
+    )
+
+
 @pytest.mark.integration
 def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, github_mock) -> None:
-    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, posted_bodies, run_action
+    from action_harness import FLEET_KEY, fleet_reply, posted_bodies, run_action
 
     accounts = {
         "router": {
@@ -277,12 +315,7 @@ def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, gi
         }
     }
     with FaultFleet(accounts, reply=fleet_reply) as fleet:
-        policy = (
-            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
-            + "\n[[accounts]]\n"
-            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
-            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
-        )
+        policy = router_policy(fleet)
         run = run_action(tmp_path, github_mock, {"policy": policy})
         chats = fleet.chat_requests()
         listings = sorted(
@@ -314,19 +347,59 @@ def test_action_ranks_by_uptime_and_says_what_the_review_cost(tmp_path: Path, gi
 
 
 @pytest.mark.integration
+def test_action_on_a_shared_ledger_says_how_many_are_left_today(
+    tmp_path: Path, github_mock
+) -> None:
+    """Two reviews sharing one Redis (the org's store): the second one's footer and step
+    summary count both runs' requests of the day against OpenRouter's 50 free a day."""
+    from action_harness import (
+        FLEET_KEY,
+        PATCH,
+        api_file,
+        fleet_reply,
+        posted_bodies,
+        run_action,
+    )
+    from redis_server import RedisServer
+
+    accounts = {
+        "router": {
+            "api_key": FLEET_KEY,
+            "models": {"pair/reviewer": "healthy"},
+            "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+        }
+    }
+    server = RedisServer(tmp_path / "redis")
+    try:
+        with FaultFleet(accounts, reply=fleet_reply) as fleet:
+            policy = router_policy(fleet)
+            inputs = {"policy": policy, "state": server.url}
+            first = run_action(tmp_path / "run1", github_mock, inputs)
+            github_mock.reset()  # another push, one more line: the review is not reused
+            patch = PATCH.replace("+10,6 @@", "+10,7 @@") + "\n+    audit(user)"
+            other = api_file("app/auth.py", "modified", patch, 4, 1)
+            runs = [first, run_action(tmp_path / "run2", github_mock, inputs, files=[other])]
+            chats = fleet.chat_requests()
+    finally:
+        server.stop()
+    assert [r.code for r in runs] == [0, 0], runs[1].stdout + runs[1].stderr
+    assert len(chats) == 2
+    assert runs[1].report["quota"]["shared_day"] == {"router": {"used": 2, "per_day": 50}}
+    body = posted_bodies(github_mock)[-1]
+    left = "1 request; 48 of 50 left today on `router` (the shared ledger's count"
+    for text in (body, runs[1].summary):
+        assert left in text, text[-600:]
+
+
+@pytest.mark.integration
 def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) -> None:
-    """The action's entrypoint in this process (the run above is the process)."""
-    from action_harness import FAST, FLEET_KEY, KEY_ENV, fleet_reply, run_in_process
+    """The action's entrypoint in this process (the runs above are processes)."""
+    from action_harness import FLEET_KEY, fleet_reply, run_in_process
 
     # no key_info: the fleet answers /key with 404 (the uptime listing still answers)
     accounts = {"router": {"api_key": FLEET_KEY, "models": {"acme/reviewer": "healthy"}}}
     with FaultFleet(accounts, reply=fleet_reply) as fleet:
-        policy = (
-            FAST.replace("[discovery]\n", f'[discovery]\nzdr_url = "{fleet.root_url}/zdr"\n')
-            + "\n[[accounts]]\n"
-            + 'name = "router"\nkind = "openrouter"\npricing = "declared-free"\n'
-            + f'base_url = "{fleet.base_url("router")}"\napi_key_env = "{KEY_ENV}"\n'
-        )
+        policy = router_policy(fleet)
         run = run_in_process(tmp_path, github_mock, {"policy": policy})
     assert run.code == 0, run.stdout + run.stderr
     assert run.report["served_by"]["model"] == "acme/reviewer"

@@ -24,6 +24,7 @@ from github_mock import MockGitHub
 from relay_review.config import Policy
 from relay_review.config.inputs import read_action_inputs
 from relay_review.errors import UsageError
+from relay_review.records import Inline, RunReport
 from relay_review.render import comment_markdown
 from relay_review.review.noise import DEFAULT_CAP, DEFAULT_FLOOR, Noise, inline_plan, unique
 
@@ -51,13 +52,9 @@ def test_the_cap_keeps_the_most_severe_and_posts_in_report_order() -> None:
     plan = inline_plan(found, Noise(cap=3))
     assert plan.post == [0, 1, 3] and plan.over_cap == [2]
     assert inline_plan(found, Noise(cap=0)).post == []
-    assert plan.to_json(Noise(cap=3)) == {
-        "min_severity": "medium",
-        "max_inline": 3,
-        "inline": 3,
-        "below_floor": 0,
-        "over_cap": 1,
-    }
+    assert plan.summary(Noise(cap=3)) == Inline(
+        min_severity="medium", max_inline=3, inline=3, below_floor=0, over_cap=1
+    )
 
 
 def test_one_fingerprint_is_one_finding() -> None:
@@ -94,7 +91,7 @@ def test_low_findings_are_folded_and_the_held_back_ones_said() -> None:
             "over_cap": 0,
         },
     }
-    body = comment_markdown(report)
+    body = comment_markdown(RunReport.from_json(report))
     folded = body.index("<details><summary>Low-severity findings (1)</summary>")
     assert body.index("mid") < folded < body.index("nit")
     assert "1 finding posted as line comments; 1 below the severity floor (medium)" in body

@@ -6,21 +6,23 @@ from __future__ import annotations
 import json
 import re
 
+from relay_review.records.finding import Finding
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.decision import decide
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import (
     BODY_MAX_CHARS,
     REPAIR_MESSAGE_MAX_TOKENS,
-    REPLY_SCHEMA,
-    RESPONSE_FORMAT,
     TITLE_MAX_CHARS,
     build_messages,
     build_repair_message,
     repair_messages,
 )
+from relay_review.review.rejection import Rejection
+from relay_review.review.reply import ModelReply, parse_reply
+from relay_review.review.reply_schema import REPLY_SCHEMA, RESPONSE_FORMAT
 from relay_review.review.tokens import estimate_tokens
-from relay_review.review.verdict import Finding, ModelReply, Rejection, parse_reply, validate
+from relay_review.review.verdict import validate
 
 GUESSED = "0123456789abcdef0123456789abcdef"
 INJECTION = (

@@ -15,8 +15,10 @@ from relay_review.render import comment_markdown, line_comment_body, suggestion_
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
 from relay_review.review.prompt import Instructions, build_messages, prompt_overhead_tokens
+from relay_review.review.reply import parse_reply
+from relay_review.review.suggestions import suggestion_problem
 from relay_review.review.tokens import estimate_tokens
-from relay_review.review.verdict import parse_reply, suggestion_problem, validate
+from relay_review.review.verdict import validate
 
 GUIDE = "Flag any SQL built with string formatting as high severity."
 

@@ -8,24 +8,20 @@ from pathlib import Path
 
 import pytest
 
+from relay_review.records.finding import MAX_MESSAGE_CHARS, MAX_PATH_CHARS, Finding
 from relay_review.review.chunks import plan_chunks
+from relay_review.review.citations import citation_problem, points_at_shown_code, quote_matches
 from relay_review.review.decision import decide, merge_findings
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import (
-    MAX_MESSAGE_CHARS,
-    MAX_PATH_CHARS,
+from relay_review.review.reply import (
     MAX_SUMMARY_CHARS,
-    Finding,
     ModelReply,
     VerdictParseError,
-    citation_problem,
     extract_json,
     parse_reply,
     parse_reply_parts,
-    points_at_shown_code,
-    quote_matches,
-    validate,
 )
+from relay_review.review.verdict import validate
 
 DATA = Path(__file__).resolve().parents[2] / "data" / "review"
 VERSION = "requests/__version__.py"
@@ -354,7 +350,7 @@ def test_merge_findings_dedupes_and_keeps_highest_severity() -> None:
 def test_thinking_blocks_are_stripped_in_linear_time():
     import time
 
-    from relay_review.review.verdict import strip_thinking
+    from relay_review.review.reply import strip_thinking
 
     assert strip_thinking("a<think>x</think>b<THINKING>y</thinking>c") == "abc"
     assert strip_thinking("keep <think>unclosed") == "keep <think>unclosed"

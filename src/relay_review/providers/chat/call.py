@@ -29,8 +29,8 @@ from relay_review.providers.chat.status import (
 from relay_review.providers.chat.stream import StreamState
 from relay_review.providers.chat.timeouts import Arrived, timeout_detail
 from relay_review.providers.hints import read_rate_hint
-from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase
-from relay_review.redact import MIN_SECRET_CHARS, redact, redact_data
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase, Usage
+from relay_review.redact import MIN_SECRET_CHARS, redact
 from relay_review.routing import progress
 
 #: Most bytes read from an error body (only its message is kept).
@@ -328,7 +328,10 @@ class _Call:
                 return self._bad_reply("finish_reason length with no content")
             return self._bad_reply("empty reply")
         return self._outcome(
-            OutcomeKind.OK, content=content, finish_reason=st.finish_reason, usage=st.usage
+            OutcomeKind.OK,
+            content=content,
+            finish_reason=st.finish_reason,
+            usage=Usage.of(st.usage),
         )
 
     def timed_out(self, phase: Phase) -> Outcome:
@@ -427,7 +430,8 @@ def _exc_text(exc: BaseException) -> str:
 
 
 def _scrub(outcome: Outcome, api_key: str | None) -> Outcome:
-    """Remove the key wherever a server echoed it (detail, content, finish_reason, usage)."""
+    """Remove the key wherever a server echoed it (detail, content, finish_reason; the usage
+    record holds counts only)."""
     if not api_key or len(api_key.strip()) < MIN_SCRUB_KEY:
         return outcome
     update: dict[str, Any] = {}
@@ -435,8 +439,4 @@ def _scrub(outcome: Outcome, api_key: str | None) -> Outcome:
         value = getattr(outcome, name)
         if isinstance(value, str) and (clean := redact(value, [api_key])) != value:
             update[name] = clean
-    if outcome.usage is not None:
-        usage = redact_data(outcome.usage, [api_key])
-        if usage != outcome.usage:
-            update["usage"] = usage
     return outcome.model_copy(update=update) if update else outcome

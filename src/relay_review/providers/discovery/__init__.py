@@ -32,7 +32,7 @@ from relay_review.providers.discovery.listings import (
 )
 from relay_review.providers.discovery.routes import build_routes
 from relay_review.providers.discovery.text import clip
-from relay_review.records import Account, has_key
+from relay_review.records import Account, DiscoveredAccount, DiscoveryError, Route, has_key
 from relay_review.redact import redact
 
 logger = logging.getLogger(__name__)
@@ -56,41 +56,24 @@ class DiscoveryBounds(Protocol):
 
 
 @dataclass
-class AccountSummary:
-    """How discovery went for one account, for the progress lines (never holds a key)."""
-
-    account: str
-    kind: str
-    status: str  # "ok", "error" or "skipped"
-    listed: int = 0
-    kept: int = 0
-    error: str | None = None
-    dropped: dict[str, int] = field(default_factory=dict)
-
-    def dropped_text(self) -> str:
-        """``"image 56, audio 16"``: the models left out by reason, most first ("" for none)."""
-        ranked = sorted(self.dropped.items(), key=lambda item: (-item[1], item[0]))
-        return ", ".join(f"{reason} {count}" for reason, count in ranked)
-
-
-@dataclass
 class DiscoveryResult:
-    """The discovery report (``routes``, ``errors``, ``dropped``, ``zdr_feed``), the ZDR feed.
-
-    ``dropped`` maps each listed account to how many of its listed ids were left out, by reason.
+    """What discovery found: the routes (records, handed to the catalog as they are), the
+    errors, each account's summary and the ZDR feed's bytes. :meth:`report` is the discovery
+    report file's JSON (``routes``, ``errors``, ``dropped``, ``zdr_feed``).
     """
 
-    routes: list[dict[str, Any]] = field(default_factory=list)
-    errors: list[dict[str, str]] = field(default_factory=list)
+    routes: list[Route] = field(default_factory=list)
+    errors: list[DiscoveryError] = field(default_factory=list)
     zdr_feed: bytes | None = None
-    accounts: list[AccountSummary] = field(default_factory=list)
+    accounts: list[DiscoveredAccount] = field(default_factory=list)
 
     def report(self, zdr_feed_name: str | None) -> dict[str, Any]:
-        """The report as JSON-ready data; ``zdr_feed_name`` names the saved feed, if any."""
+        """The report file's JSON; ``zdr_feed_name`` names the saved feed, if any. ``dropped``
+        maps each listed account to how many of its listed ids were left out, by reason."""
         dropped = {s.account: s.dropped for s in self.accounts if s.status == "ok"}
         return {
-            "routes": self.routes,
-            "errors": self.errors,
+            "routes": [route.report_json() for route in self.routes],
+            "errors": [e.model_dump(mode="json") for e in self.errors],
             "dropped": dropped,
             "zdr_feed": zdr_feed_name,
         }
@@ -154,35 +137,44 @@ async def discover(
     models_dev, models_dev_error = extra.pop(0) if want_models_dev else (None, None)
     if want_models_dev and models_dev_error:
         result.errors.append(
-            {"account": MODELS_DEV_ERROR_ACCOUNT, "kind": "models.dev", "error": models_dev_error}
+            DiscoveryError(
+                account=MODELS_DEV_ERROR_ACCOUNT, kind="models.dev", error=models_dev_error
+            )
         )
     if want_zdr:
         result.zdr_feed, zdr_error = extra.pop(0)
         if zdr_error:
             result.errors.append(
-                {"account": ZDR_ERROR_ACCOUNT, "kind": "openrouter", "error": zdr_error}
+                DiscoveryError(account=ZDR_ERROR_ACCOUNT, kind="openrouter", error=zdr_error)
             )
 
     by_name = {acc.name: outcome for acc, outcome in zip(keyed, listings, strict=True)}
     for acc in accounts:
         if acc.name not in by_name:
             result.accounts.append(
-                AccountSummary(acc.name, acc.kind, "skipped", error=f"{acc.api_key_env} is not set")
+                DiscoveredAccount(
+                    account=acc.name,
+                    kind=acc.kind,
+                    status="skipped",
+                    error=f"{acc.api_key_env} is not set",
+                )
             )
             continue
         entries, error = by_name[acc.name]
         if error:
-            result.errors.append({"account": acc.name, "kind": acc.kind, "error": error})
-            result.accounts.append(AccountSummary(acc.name, acc.kind, "error", error=error))
+            result.errors.append(DiscoveryError(account=acc.name, kind=acc.kind, error=error))
+            result.accounts.append(
+                DiscoveredAccount(account=acc.name, kind=acc.kind, status="error", error=error)
+            )
             logger.debug("account %s: %s", acc.name, error)
             continue
         dropped: Counter[str] = Counter()
         routes = build_routes(acc, entries, models_dev, models_dev_error, dropped)
         result.routes.extend(routes)
-        summary = AccountSummary(
-            acc.name,
-            acc.kind,
-            "ok",
+        summary = DiscoveredAccount(
+            account=acc.name,
+            kind=acc.kind,
+            status="ok",
             listed=len(entries),
             kept=len(routes),
             dropped=dict(sorted(dropped.items())),
@@ -196,8 +188,9 @@ async def discover(
             summary.dropped_text() or "none",
         )
 
-    result.routes.sort(key=lambda r: (r["account"], r["model"]))
-    result.errors.sort(key=lambda e: (e["account"], e["error"]))
+    result.routes.sort(key=lambda r: (r.account, r.model))
+    result.routes = [r.model_copy(update={"index": i}) for i, r in enumerate(result.routes)]
+    result.errors.sort(key=lambda e: (e.account, e.error))
     result.accounts.sort(key=lambda s: s.account)
     return result
 

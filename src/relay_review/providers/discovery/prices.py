@@ -10,6 +10,7 @@ times 1000; Models.dev's per million, so divided by 1000.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from decimal import Decimal, InvalidOperation
 from typing import Any, NamedTuple
@@ -60,7 +61,7 @@ def listing_prices(pricing: Any) -> PriceEvidence:
                     f"{clip(str(pricing[name]), 40)}: not free, per-token price unknown",
                 )
         return PriceEvidence(0.0, 0.0)
-    return PriceEvidence(float(prompt * 1000), float(completion * 1000))
+    return _finite(float(prompt * 1000), float(completion * 1000), "the listing")
 
 
 def models_dev_prices(record: Any, provider: str | None) -> PriceEvidence:
@@ -82,7 +83,14 @@ def models_dev_prices(record: Any, provider: str | None) -> PriceEvidence:
         return PriceEvidence(
             None, None, "models.dev input and output are 0 but another cost field is not"
         )
-    return PriceEvidence(float(prompt / 1000), float(completion / 1000))
+    return _finite(float(prompt / 1000), float(completion / 1000), "models.dev")
+
+
+def _finite(prompt: float, completion: float, source: str) -> PriceEvidence:
+    """The prices, unless one is too large for a float (the route's price is then unknown)."""
+    if math.isfinite(prompt) and math.isfinite(completion):
+        return PriceEvidence(prompt, completion)
+    return PriceEvidence(None, None, f"{source} gives a price out of range")
 
 
 def _cost_leaves(cost: Mapping[str, Any]) -> Iterable[Decimal | None]:

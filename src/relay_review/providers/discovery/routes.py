@@ -1,5 +1,5 @@
-"""One account's listing entries as report routes: chat models only, each with its price
-evidence, context window and declared structured output.
+"""One account's listing entries as :class:`~relay_review.records.Route` records: chat models
+only, each with its price evidence, context window and declared structured output.
 
 Ids that are empty, contain whitespace or control characters, or repeat within one listing are
 skipped (a repeat would make two routes with one ``agent_id``); every id left out is counted by
@@ -18,7 +18,7 @@ from relay_review.providers.discovery.prices import (
     listing_prices,
     models_dev_prices,
 )
-from relay_review.records import Account
+from relay_review.records import Account, Cost, Route
 
 #: Reasons for skipping an entry that is not a model at all.
 INVALID_ID = "invalid id"
@@ -89,8 +89,10 @@ def build_routes(
     models_dev: Mapping[str, Any] | None,
     models_dev_error: str | None = None,
     dropped: Counter[str] | None = None,
-) -> list[dict[str, Any]]:
-    """Turn one account's listing entries into report routes (chat models only, with evidence).
+) -> list[Route]:
+    """Turn one account's listing entries into routes (chat models only, with evidence), by
+    model id (``index`` 0: :func:`~relay_review.providers.discovery.discover` numbers the routes
+    in the report's order).
 
     ``dropped``, when given, counts every entry left out, by reason (:func:`non_chat_reason`'s
     reasons, ``invalid id``, ``duplicate id``).
@@ -101,7 +103,7 @@ def build_routes(
         provider = models_dev.get(account.models_dev_provider or "")
         models = provider.get("models") if isinstance(provider, Mapping) else None
         catalog = models if isinstance(models, Mapping) else {}
-    routes: dict[str, dict[str, Any]] = {}
+    routes: dict[str, Route] = {}
     for entry in entries:
         if not isinstance(entry, Mapping) or not _valid_model_id(entry.get("id")):
             dropped[INVALID_ID] += 1
@@ -115,22 +117,22 @@ def build_routes(
             dropped[reason] += 1
             continue
         evidence = _evidence(account, entry, record, models_dev, models_dev_error)
-        route: dict[str, Any] = {
-            "account": account.name,
-            "provider": account.kind,
-            "model": model,
-            "agent_id": f"{account.name}/{model}",
-            "base_url": account.base_url,
-            "api_key_env": account.api_key_env,
-            "prompt_price_per_1k": evidence.prompt,
-            "completion_price_per_1k": evidence.completion,
-            "context_length": context_length(entry, record),
-        }
-        if evidence.prompt is None or evidence.completion is None:
-            route["price_note"] = evidence.note or "no price evidence"
-        if fmt := response_format_support(entry):
-            route["response_format"] = fmt
-        routes[model] = route
+        unknown = evidence.prompt is None or evidence.completion is None
+        routes[model] = Route(
+            index=0,
+            account=account.name,
+            provider=account.kind,
+            model=model,
+            agent_id=f"{account.name}/{model}",
+            base_url=account.base_url,
+            api_key_env=account.api_key_env,
+            prompt_price_per_1k=evidence.prompt,
+            completion_price_per_1k=evidence.completion,
+            context_length=context_length(entry, record),
+            cost=Cost.of(evidence.prompt, evidence.completion),  # PriceEvidence gives both or none
+            response_format=response_format_support(entry),
+            price_note=(evidence.note or "no price evidence") if unknown else None,
+        )
     return [routes[model] for model in sorted(routes)]
 
 

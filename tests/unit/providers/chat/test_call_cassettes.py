@@ -113,7 +113,7 @@ async def test_wildcard_listing_keeps_chat_models_only() -> None:
         result = await discover([gateway(base)], {"PROXY_KEY": KEY}, Bounds())
     [summary] = result.accounts
     assert summary.status == "ok" and summary.listed > 200
-    kept = {route["model"] for route in result.routes}
+    kept = {route.model for route in result.routes}
     assert summary.kept == len(kept)
     dropped = summary.dropped
     # LiteLLM's /v1/models declares each id's ``mode`` (from its cost map): that decides first
@@ -138,7 +138,7 @@ async def test_wrong_master_key_is_a_listing_error() -> None:
     with replay.use_cassette("litellm/wrong_master_key.yaml"):
         result = await discover([gateway(base)], {"PROXY_KEY": KEY}, Bounds())
     assert result.routes == []
-    assert result.errors == [
+    assert [e.model_dump() for e in result.errors] == [
         {"account": "proxy", "kind": "openai_compatible", "error": "HTTP 400: No connected db."}
     ]
 
@@ -153,7 +153,7 @@ async def test_cloudflare_catalog_reads_task_and_prices(monkeypatch: pytest.Monk
     )
     with replay.use_cassette("providers/cloudflare_models_search.yaml"):
         result = await discover([account], {"CLOUDFLARE_API_TOKEN": KEY}, Bounds())
-    routes = {route["model"]: route for route in result.routes}
+    routes = {route.model: route for route in result.routes}
     assert set(routes) == {
         "@cf/meta/llama-3.3-70b-instruct-fp8-fast",
         "@cf/openai/gpt-oss-120b",
@@ -161,13 +161,13 @@ async def test_cloudflare_catalog_reads_task_and_prices(monkeypatch: pytest.Monk
         "@cf/qwen/qwen2.5-coder-32b-instruct",
     }
     llama = routes["@cf/meta/llama-3.3-70b-instruct-fp8-fast"]
-    assert llama["prompt_price_per_1k"] == pytest.approx(0.000293)
-    assert llama["completion_price_per_1k"] == pytest.approx(0.002253)
-    assert llama["context_length"] == 24000
+    assert llama.prompt_price_per_1k == pytest.approx(0.000293)
+    assert llama.completion_price_per_1k == pytest.approx(0.002253)
+    assert llama.context_length == 24000
     free = routes["@cf/example/free-chat"]
-    assert (free["prompt_price_per_1k"], free["completion_price_per_1k"]) == (0.0, 0.0)
+    assert (free.prompt_price_per_1k, free.completion_price_per_1k) == (0.0, 0.0)
     unpriced = routes["@cf/qwen/qwen2.5-coder-32b-instruct"]
-    assert unpriced["prompt_price_per_1k"] is None and unpriced["price_note"]
+    assert unpriced.prompt_price_per_1k is None and unpriced.price_note
     [summary] = result.accounts
     assert summary.dropped == {
         "declared task: automatic speech recognition": 1,

@@ -22,14 +22,14 @@ import vcr
 
 from relay_review.config import Policy, PreflightPolicy, ReviewPolicy, ServingPolicy
 from relay_review.drill.review import sample_diff
-from relay_review.pipeline.review import context_limit
 from relay_review.pipeline.review import review as run_review
+from relay_review.pipeline.serve import context_limit
 from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.forms import refuses_response_format
 from relay_review.providers.discovery import discover
 from relay_review.records import Account, Deadlines, OutcomeKind
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import reply_schema, response_format
+from relay_review.review.reply_schema import reply_schema, response_format
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
 CASSETTES = Path(__file__).resolve().parents[3] / "cassettes"
@@ -70,8 +70,8 @@ async def test_discovery_reads_llama_server_meta_n_ctx() -> None:
     with replay.use_cassette("llama/listing.yaml"):
         result = await discover([account], {"K": "k" * 24}, Bounds())
     [route] = result.routes
-    assert route["model"] == MODEL
-    assert route["context_length"] == 4096  # meta.n_ctx (-c), not n_ctx_train (32768)
+    assert route.model == MODEL
+    assert route.context_length == 4096  # meta.n_ctx (-c), not n_ctx_train (32768)
 
 
 def catalog(base: str = BASE):

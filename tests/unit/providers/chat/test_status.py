@@ -29,7 +29,7 @@ from relay_review.providers.chat.call import chat_call
 from relay_review.providers.chat.keycheck import key_check
 from relay_review.providers.chat.status import classify_http_error
 from relay_review.providers.hints import read_rate_hint
-from relay_review.records import Deadlines, OutcomeKind, Phase
+from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase, Usage
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
 
@@ -527,3 +527,15 @@ def test_broken_pipe_on_stdout_exits_quietly(tmp_path) -> None:
         os.close(write)
     assert proc.returncode == 141, proc.stderr
     assert "Traceback" not in proc.stderr and "BrokenPipe" not in proc.stderr
+
+
+def test_usage_keeps_whole_counts_only() -> None:
+    """A provider's ``usage`` JSON becomes counts at the edge: a negative, boolean, fractional or
+    text count is no count, and nothing else of the object (where a key could echo) is kept."""
+    usage = Usage.of({"prompt_tokens": 12, "completion_tokens": True, "echo": "sk-or-v1-key"})
+    assert usage == Usage(prompt_tokens=12, completion_tokens=None)
+    assert Usage.of({"prompt_tokens": -1, "completion_tokens": 2.5}) == Usage()
+    assert Usage.of(None) is None
+    ok = Outcome(kind=OutcomeKind.OK, usage=Usage.of({"prompt_tokens": 3, "completion_tokens": 4}))
+    assert (ok.prompt_tokens, ok.completion_tokens) == (3, 4)
+    assert Outcome(kind=OutcomeKind.OK).prompt_tokens is None

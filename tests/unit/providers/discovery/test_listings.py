@@ -25,6 +25,7 @@ from relay_review.kinds import ENV_FAMILIES
 from relay_review.providers.discovery import discover, write_report, zdr_feed_path
 from relay_review.providers.discovery.chat_filter import chat_by_name
 from relay_review.providers.discovery.prices import listing_prices, models_dev_prices
+from relay_review.routing.catalog import parse_discovery
 
 KEYS = {
     "OPENROUTER_API_KEY": "sk-or-v1-SECRET-openrouter-0001",
@@ -516,9 +517,12 @@ async def test_routes_are_sorted_and_deterministic(fleet: Fleet) -> None:
     second = await discover(list(reversed(accounts)), QUICK_KEYS, policy.discovery)
     assert first.routes == second.routes
     assert first.errors == second.errors
-    keys = [(r["account"], r["model"]) for r in first.routes]
+    keys = [(r.account, r.model) for r in first.routes]
     assert keys == sorted(keys)
-    assert len({r["agent_id"] for r in first.routes}) == len(first.routes)
+    assert [r.index for r in first.routes] == list(range(len(first.routes)))
+    assert len({r.agent_id for r in first.routes}) == len(first.routes)
+    # the report file holds the same records: read back, they are the routes handed on
+    assert parse_discovery(first.report(None)) == first.routes
 
 
 async def test_zdr_failure_is_reported_and_no_feed_written(fleet: Fleet, tmp_path: Path) -> None:
@@ -562,12 +566,14 @@ async def test_models_dev_down_leaves_prices_unknown(fleet: Fleet) -> None:
     env = {"NVIDIA_NIM_API_KEY": KEYS["NVIDIA_NIM_API_KEY"]}
     policy = parse_policy(policy_text(fleet.url))
     result = await discover(resolve_accounts(policy, env), env, policy.discovery)
-    assert result.errors == [{"account": "models.dev", "kind": "models.dev", "error": "HTTP 503"}]
+    assert [e.model_dump() for e in result.errors] == [
+        {"account": "models.dev", "kind": "models.dev", "error": "HTTP 503"}
+    ]
     assert result.routes
     for r in result.routes:
-        assert r["prompt_price_per_1k"] is None
-        assert r["completion_price_per_1k"] is None
-        assert r["price_note"] == "models.dev unavailable (HTTP 503)"
+        assert r.prompt_price_per_1k is None
+        assert r.completion_price_per_1k is None
+        assert r.price_note == "models.dev unavailable (HTTP 503)"
 
 
 async def test_models_dev_not_fetched_when_no_account_needs_it(fleet: Fleet) -> None:
@@ -733,6 +739,11 @@ def test_command_missing_out_directory_is_a_usage_error(
             (None, None, "the listing has no numeric prompt and completion price"),
         ),
         (None, (None, None, "the listing has no pricing")),
+        # finite as a decimal, too large for a float: a route priced at infinity is no price
+        (
+            {"prompt": "1e400", "completion": "0"},
+            (None, None, "the listing gives a price out of range"),
+        ),
     ],
 )
 def test_listing_prices(pricing: Any, expected: tuple) -> None:
@@ -758,6 +769,7 @@ def test_listing_prices_other_field_blocks_free() -> None:
         ({"cost": {}}, (None, None)),
         ({"cost": {"input": -1, "output": 0}}, (None, None)),
         ({"cost": {"input": "x", "output": 0}}, (None, None)),
+        ({"cost": {"input": "1e400", "output": 0}}, (None, None)),
         ({}, (None, None)),
         (None, (None, None)),
     ],
@@ -834,7 +846,7 @@ def test_response_format_support_from_supported_parameters(params, expected):
 async def test_unfilled_cloudflare_account_id_is_reported_not_called() -> None:
     env = {"CLOUDFLARE_API_TOKEN": "cf-token-value-123"}
     result = await discover(env_accounts(env), env, parse_policy("").discovery)
-    assert result.errors == [
+    assert [e.model_dump() for e in result.errors] == [
         {
             "account": "cloudflare",
             "kind": "cloudflare",

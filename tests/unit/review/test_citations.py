@@ -12,13 +12,9 @@ import pytest
 
 from cli_harness import run_cli
 from relay_review.drill import FaultFleet
+from relay_review.records.finding import Finding
+from relay_review.review.citations import citation_problem, excerpt_of, points_at_shown_code
 from relay_review.review.diff import DiffIndex
-from relay_review.review.verdict import (
-    Finding,
-    citation_problem,
-    excerpt_of,
-    points_at_shown_code,
-)
 
 LINE = "    return a / b  # divisor checked by caller"
 OTHER = "    total = sum(values)"

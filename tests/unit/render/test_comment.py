@@ -63,11 +63,13 @@ def report(**over: Any) -> dict[str, Any]:
 
 def test_the_reviewer_reads_decision_findings_walkthrough_then_one_route_line() -> None:
     body = comment_markdown(
-        report(
-            files=[
-                {"path": "app/export.py", "note": "New tar export."},
-                {"path": "app/settings.py"},
-            ]
+        RunReport.from_json(
+            report(
+                files=[
+                    {"path": "app/export.py", "note": "New tar export."},
+                    {"path": "app/settings.py"},
+                ]
+            )
         )
     )
     order = [
@@ -88,7 +90,7 @@ def test_the_reviewer_reads_decision_findings_walkthrough_then_one_route_line() 
 
 
 def test_the_walkthrough_is_tolerant_of_replies_without_file_notes() -> None:
-    body = comment_markdown(report())
+    body = comment_markdown(RunReport.from_json(report()))
     assert "Walkthrough" not in body  # one part, no notes: the summary says it
     assert "Adds an export command." in body
 
@@ -99,7 +101,7 @@ def test_a_review_in_parts_has_one_summary_and_parts_named_by_their_files() -> N
         {"number": 2, "total": 3, "paths": ["app/settings.py"], "summary": "Turns DEBUG on."},
         {"number": 3, "total": 3, "paths": ["README.md"], "summary": ""},
     ]
-    body = comment_markdown(report(summary="Adds an export.", chunks=chunks))
+    body = comment_markdown(RunReport.from_json(report(summary="Adds an export.", chunks=chunks)))
     assert body.count("Adds an export.") == 1  # the head's summary is not repeated
     assert "- `app/settings.py`: Turns DEBUG on." in body
     assert "Part " not in body
@@ -108,10 +110,12 @@ def test_a_review_in_parts_has_one_summary_and_parts_named_by_their_files() -> N
 def test_the_table_opens_only_when_unavailable_or_partial() -> None:
     closed = "<details><summary>Routes: selection and readiness</summary>"
     opened = "<details open><summary>Routes: selection and readiness</summary>"
-    assert closed in comment_markdown(report())
-    assert opened in comment_markdown(report(partial="1 of 2 files were not reviewed"))
+    assert closed in comment_markdown(RunReport.from_json(report()))
+    assert opened in comment_markdown(
+        RunReport.from_json(report(partial="1 of 2 files were not reviewed"))
+    )
     none = report(decision="unavailable", findings=[], served_by=None)
-    assert opened in comment_markdown(none)
+    assert opened in comment_markdown(RunReport.from_json(none))
 
 
 def test_the_unavailable_comment_ends_with_what_to_do_next() -> None:
@@ -122,7 +126,9 @@ def test_the_unavailable_comment_ends_with_what_to_do_next() -> None:
         {"agent_id": "d/good", "status": "rejected", "detail": "missing key C_API_KEY"},
     ]
     body = comment_markdown(
-        report(decision="unavailable", findings=[], served_by=None, readiness=readiness)
+        RunReport.from_json(
+            report(decision="unavailable", findings=[], served_by=None, readiness=readiness)
+        )
     )
     tail = body[body.index("**What to do next**") :]
     assert "`b/busy` asked to wait: it frees about 30 s after the run" in tail
@@ -143,7 +149,9 @@ def test_a_reply_whose_findings_were_all_rejected_gives_no_summary() -> None:
             "reason": "not a changed line",
         }
     ]
-    body = comment_markdown(report(summary="", findings=[], unverified=unverified))
+    body = comment_markdown(
+        RunReport.from_json(report(summary="", findings=[], unverified=unverified))
+    )
     assert "No summary: every finding of the reply cited lines not in the diff" in body
 
 
@@ -159,7 +167,7 @@ def test_the_drill_comment_believes_only_the_honest_summary_and_says_stalls() ->
     assert data["summary"] == "Reviewed the changed lines shown; findings cite them exactly."
     believed = [c["summary"] for c in data["chunks"]]
     assert "Critical problems everywhere." not in believed
-    body = comment_markdown(data)
+    body = comment_markdown(RunReport.from_json(data))
     assert "Critical problems everywhere." not in body and "Part " not in body
     stalled = [r for r in data["readiness"] if r["status"] == "abandoned"]
     assert stalled and all(r["detail"].startswith("stalled: no byte in ") for r in stalled)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from relay_review.records import RunReport
 from relay_review.render import comment_markdown, md_code, md_text, readiness_table
 
 
@@ -112,7 +113,7 @@ def test_md_code_cannot_be_closed_by_backticks():
 
 
 def test_comment_has_decision_findings_table_and_served_route():
-    body = comment_markdown(report(), marker="<!-- m -->")
+    body = comment_markdown(RunReport.from_json(report()), marker="<!-- m -->")
     assert body.startswith("<!-- m -->\n## relay-review: 🔴 Changes requested")
     assert f"/octo/app/blob/{'f' * 40}/src/app.py#L12" in body
     assert "| 1 | b | m2 | free | ready | 200 | 0.30 | 0.50 | ready | SERVED |" in body
@@ -131,7 +132,9 @@ def test_comment_has_decision_findings_table_and_served_route():
 
 def test_unavailable_comment_still_shows_every_route():
     body = comment_markdown(
-        report(decision="unavailable", findings=[], served_by=None, why="deadline passed")
+        RunReport.from_json(
+            report(decision="unavailable", findings=[], served_by=None, why="deadline passed")
+        )
     )
     assert "⚠️ Review unavailable" in body and "deadline passed" in body
     assert "No route served after 2 probes;" in body
@@ -163,15 +166,17 @@ def test_comment_fits_the_limit_and_says_what_was_shortened():
         }
         for i in range(400)
     ]
-    body = comment_markdown(report(attempts=many, findings=findings), limit=65_536)
+    body = comment_markdown(
+        RunReport.from_json(report(attempts=many, findings=findings)), limit=65_536
+    )
     assert len(body) <= 65_536
     assert "Shortened to fit" in body and "attempts" in body
     assert "SERVED" in body  # the readiness table outranks the attempt timeline
 
 
 def test_readiness_table_text_marks_served_route():
-    r = report()
-    text = readiness_table(r["catalog"]["selected"], r["readiness"], r["served_by"])
+    r = RunReport.from_json(report())
+    text = readiness_table(r.catalog.selected, r.readiness, r.served_by)
     assert text.splitlines()[0].split() == [
         "prio",
         "account",
@@ -216,7 +221,9 @@ def test_hard_cut_keeps_whole_lines_the_marker_and_closed_details():
         }
         for i in range(60)
     ]
-    body = comment_markdown(report(findings=findings), marker="<!-- m -->", limit=9000)
+    body = comment_markdown(
+        RunReport.from_json(report(findings=findings)), marker="<!-- m -->", limit=9000
+    )
     assert len(body) <= 9000 and body.startswith("<!-- m -->\n")
     assert body.endswith("\n\n_[cut at the size limit]_\n")
     kept = body.split("\n")[:-3]
@@ -226,7 +233,7 @@ def test_hard_cut_keeps_whole_lines_the_marker_and_closed_details():
 
 def test_shortened_summary_is_cut_before_escaping():
     long = "&" * 3000
-    body = comment_markdown(report(summary=long, attempts=[]), limit=12_000)
+    body = comment_markdown(RunReport.from_json(report(summary=long, attempts=[])), limit=12_000)
     assert "head" in body.split("Shortened to fit")[1].split(".")[0]
     assert "&amp;" * 1999 + "…\n" in body  # 2,000 characters kept, each escaped whole
 
@@ -251,7 +258,8 @@ def test_found_names_a_serving_failure_before_the_probe():
             "detail": "timeout in idle - no byte for 5s " + "x" * 300,
         },
     )
-    text = readiness_table(r["catalog"]["selected"], r["readiness"], r["served_by"], r["attempts"])
+    t = RunReport.from_json(r)
+    text = readiness_table(t.catalog.selected, t.readiness, t.served_by, t.attempts)
     lines = text.splitlines()
     at = next(i for i, line in enumerate(lines) if " m1 " in line)
     found = [

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from forked_cli import run_at_once
+from relay_review.records import Attempt, RunReport
 from relay_review.render import (
     TEXT_WIDTH,
     attempt_timeline,
@@ -64,7 +65,8 @@ def test_readiness_table_fits_with_long_models_and_long_faults() -> None:
         }
         for c in catalog
     ]
-    text = readiness_table(catalog, readiness, None)
+    rows = RunReport.from_json({"catalog": {"selected": catalog}, "readiness": readiness})
+    text = readiness_table(rows.catalog.selected, rows.readiness, None)
     lines = text.splitlines()
     assert max(map(len, lines)) <= TEXT_WIDTH, "\n".join(lines)
     assert sum(line.startswith("      found: rate_limited retry after 30s") for line in lines) == 6
@@ -83,7 +85,7 @@ def test_attempt_timeline_fits_a_long_route_id() -> None:
             "purpose": "serve",
         }
     ]
-    lines = attempt_timeline(attempts).splitlines()
+    lines = attempt_timeline([Attempt.model_validate(a) for a in attempts]).splitlines()
     assert max(map(len, lines)) <= TEXT_WIDTH
     assert len(lines) > 2  # the route wrapped inside its column
 
@@ -122,7 +124,7 @@ def hostile_report() -> dict:
 
 
 def test_review_text_is_plain_and_keeps_hostile_text_inert() -> None:
-    text = review_text(hostile_report())
+    text = review_text(RunReport.from_json(hostile_report()))
     assert text.startswith("relay-review: changes requested\n")
     assert "\x1b" not in text and "\ufffd" in text
     assert "nim_a" in text and "(RIGHT)" in text and "`user`" in text  # as written, unescaped

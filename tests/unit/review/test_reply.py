@@ -17,15 +17,11 @@ from hypothesis import strategies as st
 
 from relay_review.drill.review import sample_diff
 from relay_review.review.chunks import plan_chunks
+from relay_review.review.citations import citation_problem
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import REPLY_SCHEMA, response_format
-from relay_review.review.verdict import (
-    VerdictParseError,
-    citation_problem,
-    parse_reply_parts,
-    split_thinking,
-    validate_parts,
-)
+from relay_review.review.reply import VerdictParseError, parse_reply_parts, split_thinking
+from relay_review.review.reply_schema import REPLY_SCHEMA, response_format
+from relay_review.review.verdict import validate_parts
 
 INDEX = DiffIndex.from_diff(sample_diff())
 [CHUNK] = plan_chunks(INDEX, 4000).chunks

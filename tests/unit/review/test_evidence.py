@@ -18,19 +18,14 @@ from relay_review.config import AccountPolicy, Policy, PreflightPolicy, ServingP
 from relay_review.drill.review import sample_diff
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 from relay_review.pipeline.review import review as run_review
-from relay_review.records import Deadlines, Outcome, OutcomeKind
+from relay_review.records import Deadlines, Outcome, OutcomeKind, RunReport
 from relay_review.render import comment_markdown
 from relay_review.review.chunks import plan_chunks
 from relay_review.review.diff import DiffIndex
-from relay_review.review.prompt import REPLY_SCHEMA, reply_schema
-from relay_review.review.verdict import (
-    all_invented,
-    evidence_problem,
-    has_word,
-    loops,
-    parse_reply_parts,
-    validate_parts,
-)
+from relay_review.review.evidence import all_invented, evidence_problem, has_word, loops
+from relay_review.review.reply import parse_reply_parts
+from relay_review.review.reply_schema import REPLY_SCHEMA, reply_schema
+from relay_review.review.verdict import validate_parts
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
 INDEX = DiffIndex.from_diff(sample_diff())
@@ -174,10 +169,10 @@ async def test_a_reply_without_notes_is_accepted_and_correct_notes_too() -> None
         assert report["decision"] == "approve"
     # the notes feed the comment's walkthrough; without them the summary stands alone
     assert {f["path"]: f["note"] for f in report["files"]} == dict.fromkeys(CHUNK.paths, "changed")
-    comment = comment_markdown(report)
+    comment = comment_markdown(RunReport.from_json(report))
     assert "Walkthrough (2 of 2 files)" in comment
     assert "Walkthrough" not in comment_markdown(
-        await review_with({"a": lambda _r: plain}, policy())
+        RunReport.from_json(await review_with({"a": lambda _r: plain}, policy()))
     )
 
 
@@ -186,7 +181,7 @@ def test_a_hostile_note_is_escaped_in_the_walkthrough() -> None:
         "files": [{"path": "app/export.py", "note": "</details><img src=x> @admin ![x](y)"}],
         "verdict": {"decision": "comment", "summary": "s"},
     }
-    text = comment_markdown(report)
+    text = comment_markdown(RunReport.from_json(report))
     assert "</details><img" not in text and "@admin" not in text
 
 

@@ -1,0 +1,100 @@
+"""What ``relay-review chat`` and ``preflight`` load before their first request (issue 25's
+start-up goal).
+
+The path to the first request is the imports, the policy, the discovery report, the catalog and
+the memory: the review stages, the renderer, the action's inputs, PyGithub, redis-py, the TOML
+parser (no policy file) and httpx's command-line client (click, rich, pygments, whenever they
+are installed) are no part of it. ``bench/startup.py`` times that path; this test pins what it
+loads (no timing).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+
+pytestmark = pytest.mark.integration
+
+SCENARIO = Scenario("startup", "one healthy route", {"solo": {"vendor/model": "healthy"}})
+
+#: Run as the program runs (``cli.main()`` over ``sys.argv``); at the first connect, write the
+#: modules loaded then and whether the command's imports were frozen out of collection.
+PROBE = textwrap.dedent(
+    """
+    import gc, json, sys
+    out, seen = sys.argv[1], []
+
+    def at_first_connect(event, args):
+        if event == "socket.connect" and not seen:
+            loaded = sorted(m for m, mod in sys.modules.items() if mod is not None)
+            seen.append(1)
+            with open(out, "w") as f:
+                json.dump({"modules": loaded, "frozen": gc.get_freeze_count()}, f)
+
+    sys.addaudithook(at_first_connect)
+    sys.argv = ["relay-review", *sys.argv[2:]]
+    from relay_review.cli import main
+
+    raise SystemExit(main())
+    """
+)
+
+#: Module names (and their submodules) that must not load before the first request.
+NOT_BEFORE_THE_FIRST_REQUEST = (
+    "relay_review.render",
+    "relay_review.review",
+    "relay_review.pipeline.review",
+    "relay_review.pipeline.publish",
+    "relay_review.github.client",
+    "relay_review.config.inputs",  # the action's inputs
+    "github",  # PyGithub
+    "redis",
+    "unidiff",
+    "tomllib",
+    "click",
+    "rich",
+    "pygments",
+)
+
+
+@pytest.mark.parametrize(
+    "command", [["chat", "--message", "hi"], ["preflight"]], ids=["chat", "preflight"]
+)
+def test_a_command_loads_only_its_path_before_the_first_request(
+    tmp_path: Path, command: list[str]
+) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
+    env.update(drill_environ(SCENARIO))
+    with fleet_for(SCENARIO) as fleet:
+        discovery = tmp_path / "discovery.json"
+        discovery.write_text(json.dumps(discovery_for(SCENARIO, fleet)))
+        out = tmp_path / "loaded.json"
+        args = [*command, "--discovery", str(discovery), "--format", "json"]
+        proc = subprocess.run(
+            [sys.executable, "-c", PROBE, str(out), *args, "--state", str(tmp_path / "st.json")],
+            capture_output=True,
+            text=True,
+            env=env,
+            cwd=tmp_path,
+            timeout=120,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert [r for r in fleet.requests if r.is_chat], "a chat request reached the fleet"
+    loaded = json.loads(out.read_text())
+    early = [
+        m
+        for m in loaded["modules"]
+        for name in NOT_BEFORE_THE_FIRST_REQUEST
+        if m == name or m.startswith(name + ".")
+    ]
+    assert early == [], f"loaded before the first request: {early}"
+    assert "relay_review.pipeline.routes" in loaded["modules"]  # the probe saw the command's path
+    assert loaded["frozen"] > 0, "the command's imports were not frozen out of collection"
