@@ -17,6 +17,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli_harness import run_cli
 from relay_review.drill.fleet import load_config
 
 pytestmark = pytest.mark.integration
@@ -106,25 +107,17 @@ def test_toml_example_through_the_policy_example(tmp_path: Path) -> None:
     routes = tmp_path / "fleet-routes.json"
     with serving(EXAMPLES / "fleet.toml", "--port", str(port)) as ready:
         assert ready["port"] == port
-        discover = subprocess.run(
-            [CLI, "discover", "--policy", str(policy), "--out", str(routes)],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            cwd=tmp_path,
+        # the fleet as a process (above); discover and chat through cli.main in this process
+        discover = run_cli(
+            "discover", "--policy", str(policy), "--out", str(routes), env=env, cwd=tmp_path
         )
         assert discover.returncode == 0, discover.stderr
         models = {r["agent_id"] for r in json.loads(routes.read_text())["routes"]}
         assert len(models) == 5, models
-        chat = subprocess.run(
-            [CLI, "chat", "--policy", str(policy), "--discovery", str(routes), *CHAT_FLAGS],
-            capture_output=True,
-            text=True,
-            env=env,
-            timeout=60,
-            cwd=tmp_path,
-        )
+        chat = run_cli(
+            "chat", "--policy", str(policy), "--discovery", str(routes), *CHAT_FLAGS,
+            env=env, cwd=tmp_path,
+        )  # fmt: skip
     assert chat.returncode == 0, chat.stderr
     result = json.loads(chat.stdout)
     assert result["served_by"]["agent_id"] == "local_a/qwen/qwen3-coder-480b-a35b-instruct"
@@ -152,15 +145,13 @@ def test_toml_example_through_the_policy_example(tmp_path: Path) -> None:
     ],
 )
 def test_serve_usage_errors_name_the_flag(argv: list[str], says: str) -> None:
-    proc = subprocess.run([CLI, *argv], capture_output=True, text=True, timeout=30, cwd=ROOT)
+    proc = run_cli(*argv, cwd=ROOT)  # cli.main, in this process
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
 
 
 def test_serve_bad_config_names_the_file(tmp_path: Path) -> None:
     path = tmp_path / "fleet.toml"
     path.write_text('[accounts.a]\nmodels = ["sleepy"]\n')
-    proc = subprocess.run(
-        [CLI, "drill", "--serve", "--config", str(path)], capture_output=True, text=True, timeout=30
-    )
+    proc = run_cli("drill", "--serve", "--config", str(path))  # cli.main, in this process
     assert proc.returncode == 2
     assert str(path) in proc.stderr and "unknown fault kind 'sleepy'" in proc.stderr

@@ -7,13 +7,12 @@ from __future__ import annotations
 import json
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.config import PreflightPolicy, parse_policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.drill.scenarios import (
@@ -34,7 +33,7 @@ FIRST = ("nim_a", "deepseek-ai/deepseek-v4-flash")  # first in catalog order
 LAST = ("router", "qwen/qwen3-coder:free")  # last in catalog order
 DRILL_HEALTHY = ("nim_b", "meta/llama-3.3-70b-instruct")
 PROBE_TOKENS = 16
-CHAT = [sys.executable, "-m", "relay_review", "chat", "--discovery"]
+CHAT = ["chat", "--discovery"]
 
 
 def mix(healthy_at: tuple[str, str]) -> Scenario:
@@ -54,7 +53,9 @@ def free_port() -> str:
 def chat(
     fleet: FaultFleet, scenario: Scenario, tmp: Path, *extra: str, policy: str = ""
 ) -> tuple[dict[str, Any], list[Any]]:
-    """``relay-review chat`` over the fleet: (its JSON report, the chat requests it sent)."""
+    """``relay-review chat`` over the fleet: (its JSON report, the chat requests it sent).
+    Through ``cli.main`` in this process (tests/support/cli_harness.py; the chat command as a
+    process: tests/e2e/test_routing_fleet.py)."""
     discovery = tmp / "discovery.json"
     discovery.write_text(json.dumps(discovery_for(scenario, fleet)))
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
@@ -63,14 +64,10 @@ def chat(
     if policy:
         (tmp / "policy.toml").write_text(policy)
     start = len(fleet.requests)
-    proc = subprocess.run(
-        [*CHAT, str(discovery), "--message", "hi", "--format", "json", *args, *extra],
-        capture_output=True,
-        text=True,
-        env=env,
-        cwd=tmp,
-        timeout=120,
-    )
+    proc = run_cli(
+        *CHAT, str(discovery), "--message", "hi", "--format", "json", *args, *extra,
+        env=env, cwd=tmp,
+    )  # fmt: skip
     assert proc.returncode in (0, 1), proc.stderr
     assert "Traceback" not in proc.stderr, proc.stderr
     return json.loads(proc.stdout), [r for r in fleet.requests[start:] if r.is_chat]
@@ -123,9 +120,11 @@ def test_all_stalled_is_bounded_by_the_deadline(tmp_path: Path) -> None:
         {a: {f"vendor/model-{i}": "stall" for i in range(4)} for a in ("nim_a", "nim_b", "router")},
         healthy=None,
     )
+    # 2 s (was 4): either cuts the first request's 20 s first-byte bound and every probe's 10 s
+    deadline = 2.0
     with fleet_for(scenario) as fleet:
-        report, sent = chat(fleet, scenario, tmp_path, "--deadline", "4")
-    assert report["served_by"] is None and report["elapsed_s"] <= 4.5
+        report, sent = chat(fleet, scenario, tmp_path, "--deadline", str(deadline))
+    assert report["served_by"] is None and report["elapsed_s"] <= deadline + 0.5
     assert len(sent) <= 12 and len([r for r in sent if r.max_tokens != PROBE_TOKENS]) == 1
     assert all(r["status"] != "unprobed" or r["detail"] for r in report["readiness"])
 

@@ -62,7 +62,13 @@ def test_twelve_runs_through_one_node_never_exceed_the_budget(
     # 12 processes start at once on a shared 2-core machine: a generous bound, so a starved
     # process never falls back to its in-process ledger (latency is tests/e2e/test_redis_latency.py)
     result = run_load(
-        tmp_path, url, processes=12, rpm=4, prefix="c12:", policy_extra="[state]\ntimeout_s = 5\n"
+        tmp_path,
+        url,
+        processes=12,
+        rpm=4,
+        prefix="c12:",
+        policy_extra="[state]\ntimeout_s = 5\n",
+        forked=True,
     )
     for err in result.stderr:
         assert "unavailable" not in err, err

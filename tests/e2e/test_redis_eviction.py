@@ -54,7 +54,7 @@ def evicting(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[RedisSe
 def test_every_run_on_an_evicting_server_warns_once_naming_the_setting(
     tmp_path: Path, evicting: RedisServer
 ) -> None:
-    result = run_load(tmp_path, evicting.url, processes=6, rpm=2, prefix="ev:")
+    result = run_load(tmp_path, evicting.url, processes=6, rpm=2, prefix="ev:", forked=True)
     for code, err in zip(result.codes, result.stderr, strict=True):
         assert "Traceback" not in err, err
         assert code in (0, 1), err

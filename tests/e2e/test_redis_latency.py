@@ -92,6 +92,7 @@ def test_twelve_runs_through_150_ms_per_reply_keep_the_shared_ledger(
             rpm=4,
             prefix="far:",
             policy_extra="[state]\ntimeout_s = 1\n",
+            forked=True,
         )
     for account in ("alpha", "beta"):
         assert result.most_in_any_window(account) <= 4, result.received

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.review import (
     REVIEW_DRILL_CHUNK_TOKENS,
@@ -225,33 +226,14 @@ def test_review_cli_bad_diff_exits_2(tmp_path):
     empty.write_text("not a diff\n")
     d = tmp_path / "d.json"
     d.write_text('{"routes": []}')
-    proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "relay_review",
-            "review",
-            "--diff",
-            str(empty),
-            "--discovery",
-            str(d),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
+    # cli.main in this process (the review command as a process: the test above)
+    proc = run_cli("review", "--diff", str(empty), "--discovery", str(d))
     assert proc.returncode == 2 and f"--diff {empty}: no file found" in proc.stderr
 
 
 def test_drill_cli_prints_the_comment():
-    proc = subprocess.run(  # text is the default (tests/unit/render/test_terminal.py)
-        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    # text is the default (tests/unit/render/test_terminal.py); cli.main, in this process
+    proc = run_cli("drill", "--format", "markdown")
     assert proc.returncode == 0, proc.stderr
     assert "## relay-review: 🔴 Changes requested" in proc.stdout
     assert "<summary>Routes: selection and readiness</summary>" in proc.stdout

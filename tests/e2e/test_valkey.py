@@ -25,7 +25,7 @@ pytestmark = pytest.mark.integration
 def test_twelve_runs_on_valkey_never_exceed_the_budget(
     tmp_path: Path, valkey_server: RedisServer
 ) -> None:
-    result = run_load(tmp_path, valkey_server.url, processes=12, rpm=4, prefix="v12:")
+    result = run_load(tmp_path, valkey_server.url, processes=12, rpm=4, prefix="v12:", forked=True)
     for account in ("alpha", "beta"):
         assert result.most_in_any_window(account) <= 4, result.received
     assert result.served == 8, (result.codes, result.stderr)

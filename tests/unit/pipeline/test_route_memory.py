@@ -6,12 +6,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_harness import CliRun, run_cli
 from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
@@ -221,20 +220,16 @@ def test_refusals_of_one_diff_do_not_deny_the_next_run(tmp_path: Path) -> None:
         discovery = tmp_path / "discovery.json"
         discovery.write_text(json.dumps({"routes": report}))
         state = tmp_path / "state.json"
-        args = [sys.executable, "-m", "relay_review", "review", "--diff", "-"]
+        args = ["review", "--diff", "-"]
         args += ["--discovery", str(discovery), "--state", f"file:{state}"]  # default policy
 
-        def run(text: str) -> tuple[subprocess.CompletedProcess, dict, dict[str, list]]:
+        def run(text: str) -> tuple[CliRun, dict, dict[str, list]]:
             start = len(fleet.requests)
-            proc = subprocess.run(
-                args,
-                input=text,
-                capture_output=True,
-                text=True,
-                timeout=120,
+            proc = run_cli(  # cli.main, in this process (tests/support/cli_harness.py)
+                *args,
+                stdin=text,
                 cwd=tmp_path,  # no ./.github/relay-review.toml: built-in settings
                 env={**os.environ, "REFUSAL_TEST_KEY": KEY},
-                check=False,
             )
             calls: dict[str, list] = {}
             for r in fleet.requests[start:]:

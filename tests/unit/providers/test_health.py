@@ -10,14 +10,13 @@ import asyncio
 import json
 import logging
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
 import pytest
 import vcr
 
+from cli_harness import run_cli
 from relay_review.config import parse_policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.routes import published_health
@@ -67,7 +66,7 @@ def openrouter_catalog() -> Catalog:
 
 
 ENV = {"OPENROUTER_KEY": KEY}
-CHAT = [sys.executable, "-m", "relay_review", "chat", "--discovery"]
+CHAT = ["chat", "--discovery"]
 
 
 # --- parsing: every number is input --------------------------------------------------------
@@ -268,13 +267,8 @@ def test_chat_cli_ranks_the_low_uptime_route_last_and_reports_the_cost(tmp_path:
         (tmp_path / "discovery.json").write_text(json.dumps(discovery))
         env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
         env["ROUTER_KEY"] = KEY
-        proc = subprocess.run(
-            [*CHAT, "discovery.json", "--message", "hi", "--format", "json"],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=120,
+        proc = run_cli(  # cli.main, in this process (tests/support/cli_harness.py)
+            *CHAT, "discovery.json", "--message", "hi", "--format", "json", env=env, cwd=tmp_path
         )
         requests = fleet.requests
     assert proc.returncode == 0, proc.stderr
@@ -402,13 +396,14 @@ def test_action_on_a_shared_ledger_says_how_many_are_left_today(
 
 @pytest.mark.integration
 def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) -> None:
-    from action_harness import FLEET_KEY, fleet_reply, run_action
+    """The action's entrypoint in this process (the runs above are processes)."""
+    from action_harness import FLEET_KEY, fleet_reply, run_in_process
 
     # no key_info: the fleet answers /key with 404 (the uptime listing still answers)
     accounts = {"router": {"api_key": FLEET_KEY, "models": {"acme/reviewer": "healthy"}}}
     with FaultFleet(accounts, reply=fleet_reply) as fleet:
         policy = router_policy(fleet)
-        run = run_action(tmp_path, github_mock, {"policy": policy})
+        run = run_in_process(tmp_path, github_mock, {"policy": policy})
     assert run.code == 0, run.stdout + run.stderr
     assert run.report["served_by"]["model"] == "acme/reviewer"
     warnings = [ln for ln in run.stdout.splitlines() if "published health unavailable" in ln]

@@ -6,13 +6,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.records import RunReport
 from relay_review.render import comment_markdown, route_summary
 
@@ -161,14 +160,9 @@ def test_the_drill_comment_believes_only_the_honest_summary_and_says_stalls() ->
     """The review drill: an honest reviewer and a liar serve one chunk each; the liar's
     "Critical problems everywhere." over findings that all fail verification is not shown,
     and the two probes still stalled when the run ended say so."""
-    out = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--format", "json"],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=True,
-    ).stdout
+    run = run_cli("drill", "--format", "json", cwd=ROOT)  # cli.main, in this process
+    assert run.returncode == 0, run.stderr
+    out = run.stdout
     data = json.loads(out)
     assert data["summary"] == "Reviewed the changed lines shown; findings cite them exactly."
     believed = [c["summary"] for c in data["chunks"]]

@@ -6,11 +6,11 @@ cannot recolour or rewrite the terminal), long cells wrapped inside their column
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
+from pathlib import Path
 
 import pytest
 
+from forked_cli import run_at_once
 from relay_review.records import Attempt, RunReport
 from relay_review.render import (
     TEXT_WIDTH,
@@ -134,37 +134,22 @@ def test_review_text_is_plain_and_keeps_hostile_text_inert() -> None:
 
 
 @pytest.mark.integration
-def test_drill_text_format_is_plain_and_fits() -> None:
+def test_drill_text_format_is_plain_and_fits(tmp_path: Path) -> None:
     """``relay-review drill`` (text, the default) against the bundled fleet: the issue's examples
     (``nim\\_a``, ``\\(RIGHT\\)``) are gone and no line is wider than the limit; ``--format
-    markdown`` still prints the comment."""
-    text = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    markdown`` still prints the comment. The three runs at once, each its own process forked
+    from a warm fork server (tests/support/forked_cli.py: cli.main without interpreter start-up;
+    the console script: tests/e2e/test_routing_fleet.py)."""
+    text, scenario, md = run_at_once(
+        ["drill"], ["drill", "--scenario", "mixed"], ["drill", "--format", "markdown"],
+        outdir=tmp_path,
+    )  # fmt: skip
     assert text.returncode == 0, text.stderr
     out = text.stdout
     assert "nim_a" in out and "found: not_found - HTTP 404" in out  # (the liar is refused now)
     assert "\\_" not in out and "\\(" not in out and "| --- |" not in out and "<details>" not in out
     assert max(map(len, out.splitlines())) <= TEXT_WIDTH, out
-    scenario = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--scenario", "mixed"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
     assert scenario.returncode == 0, scenario.stderr
     assert max(map(len, scenario.stdout.splitlines())) <= TEXT_WIDTH, scenario.stdout
-    md = subprocess.run(
-        [sys.executable, "-m", "relay_review", "drill", "--format", "markdown"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
     assert md.returncode == 0 and "nim\\_a" in md.stdout and "| prio |" in md.stdout
     assert json.dumps(md.stdout)  # printable

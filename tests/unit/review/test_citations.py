@@ -6,12 +6,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_harness import run_cli
 from relay_review.drill import FaultFleet
 from relay_review.records.finding import Finding
 from relay_review.review.citations import citation_problem, excerpt_of, points_at_shown_code
@@ -125,20 +124,14 @@ def test_an_excerpt_finding_never_approves_and_is_not_cached(tmp_path: Path) -> 
         policy = tmp_path / "policy.toml"
         policy.write_text("[serving]\nattempt = 30\ndeadline = 30\n")
         state = tmp_path / "state.json"
-        args = [sys.executable, "-m", "relay_review", "review", "--diff", "-"]
+        args = ["review", "--diff", "-"]
         args += ["--discovery", str(discovery), "--policy", str(policy)]
         args += ["--state", f"file:{state}"]
         runs = []
         for _ in range(2):
             before = len(fleet.chat_requests())
-            proc = subprocess.run(
-                args,
-                input=DIFF,
-                capture_output=True,
-                text=True,
-                timeout=120,
-                env={**os.environ, "EXCERPT_TEST_KEY": KEY},
-                check=False,
+            proc = run_cli(  # cli.main, in this process (tests/support/cli_harness.py)
+                *args, stdin=DIFF, env={**os.environ, "EXCERPT_TEST_KEY": KEY}
             )
             assert proc.returncode == 0, proc.stderr
             runs.append((json.loads(proc.stdout), len(fleet.chat_requests()) - before))

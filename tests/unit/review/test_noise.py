@@ -18,7 +18,7 @@ from action_harness import (
     QUERY_LINE,
     finding,
     policy_toml,
-    run_action,
+    run_in_process,
 )
 from github_mock import MockGitHub
 from relay_review.config import Policy
@@ -138,7 +138,7 @@ def test_the_action_posts_above_the_floor_up_to_the_cap_and_each_finding_once(
         "inline-comments": "true",
         "max-inline-comments": "1",
     }
-    run = run_action(tmp_path, github_mock, inputs)
+    run = run_in_process(tmp_path, github_mock, inputs)  # the action's entrypoint, in process
     assert run.code == 0, run.stdout + run.stderr
     assert run.report is not None
     assert [x["line"] for x in run.report["findings"]] == [11, 12, 13]

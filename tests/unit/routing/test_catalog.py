@@ -3,14 +3,13 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cli_harness import run_cli
 from relay_review.cli import main
 from relay_review.routing.catalog import (
     ZdrIndex,
@@ -250,27 +249,15 @@ def test_no_feed_means_no_zdr():
     assert cat.selected[0].zdr is False
 
 
-@pytest.mark.integration  # runs the CLI in a subprocess
 def test_cli_reads_feed(tmp_path):
     d = tmp_path / "d.json"
     d.write_text(json.dumps({"routes": [route("a", "m1"), route("b", "vendor/m2")]}))
     f = tmp_path / "f.json"
     f.write_text(json.dumps({"data": [{"model_id": "vendor/m2"}]}))
-    out = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "relay_review",
-            "catalog",
-            "--discovery",
-            str(d),
-            "--zdr-feed",
-            str(f),
-        ],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    # cli.main in this process (the catalog command as a process: tests/unit/providers/chat/
+    # test_status.py's broken pipe)
+    out = run_cli("catalog", "--discovery", str(d), "--zdr-feed", str(f))
+    assert out.returncode == 0, out.stderr
     data = json.loads(out.stdout)
     assert [s["agent_id"] for s in data["selected"]] == ["b/vendor/m2", "a/m1"]
     assert data["report"]["zdr_selected"] == 1

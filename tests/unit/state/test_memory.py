@@ -8,12 +8,11 @@ import logging
 import math
 import os
 import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
+from cli_harness import CliRun, run_cli
 from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
@@ -193,18 +192,10 @@ def test_remember_folds_outcomes_and_condemns_an_account() -> None:
 # --- through the CLI, with the fleet's call log as evidence -----------------------------------
 
 
-def cli(
-    *args: str, env: dict | None = None, stdin: str | None = None
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "relay_review", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        input=stdin,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
+def cli(*args: str, env: dict | None = None, stdin: str | None = None) -> CliRun:
+    """``relay-review *args`` through ``cli.main`` in this process (tests/support/cli_harness.py;
+    the commands' process faces are tested in tests/e2e)."""
+    return run_cli(*args, env={**os.environ, **(env or {})}, stdin=stdin or "")
 
 
 @pytest.mark.integration
