@@ -177,7 +177,7 @@ def test_remember_folds_outcomes_and_condemns_an_account() -> None:
     entries = [entry("a", "x"), entry("a", "y"), entry("b", "z"), entry("b", "w")]
     board = RouteBoard(entries)
     board.note("a/x", Outcome(kind=OutcomeKind.AUTH_FAILED, http_status=401))
-    board.condemned.add("a")  # the run took the account out (routing.board.account_consequences)
+    board.condemned.add("a")  # the run took the account out (routing.accounts.account_consequences)
     board.note("b/z", Outcome(kind=OutcomeKind.OK))
     board.proven.add("b/z")
     memory = remember(Memory(), board, NOW, POLICY)
@@ -309,7 +309,7 @@ def test_review_twice_then_one_file_changed(tmp_path: Path, reviewer) -> None:
 
     changed = DIFF_FILES[3]
     three, calls3 = run(ten_file_diff(changed))
-    # the proven route is hedged after 3 x its remembered first byte (at least 0.25 s, issue
+    # the proven route is hedged after 4 x its remembered first byte (at least 0.4 s, issue
     # 25): on a loaded machine it can answer later than that, and the 404 route gets one probe
     probes = [r for r in calls3 if r.max_tokens == 16]
     assert all(r.model == "vendor/missing" for r in probes) and len(probes) <= 1
