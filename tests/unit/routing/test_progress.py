@@ -97,6 +97,7 @@ def test_tracking_registers_and_the_chat_call_moves_the_phase() -> None:
 SCALE = 0.3
 
 
+@pytest.mark.integration  # the drill on a fault fleet (a socket server), in process
 def test_the_deep_drill_is_never_silent_for_long(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
