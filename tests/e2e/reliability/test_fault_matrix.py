@@ -19,6 +19,10 @@ Cells run in this process (:func:`action_harness.run_in_process`: the action's e
 the runner's environment, against the same Prism and a real fleet on 127.0.0.1); the first cell
 of each fault family (:data:`FAMILIES`), the silent pool bounded by the run deadline and one
 mid-review death go through ``relay-review run`` as a subprocess, as the runner starts it.
+The cells whose fault waits out a bound (:data:`WAITING`) run all at once instead, once per
+session (:func:`waiting_cells`): each its own process (the subprocess cells as above, the others
+forked from a warm fork server running the CLI's ``run``), with its own GitHub mock in front of
+the session's Prism and its own fleet; each test asserts on its own cell as before.
 Each run gets its own fleet (a thread, ~3 ms to start): behaviour scripts advance per request, so
 runs must not share one; Prism is one per session.
 Bounds are small (``POLICY_HEAD``: each stall costs one bound, so they set the matrix's running
@@ -31,7 +35,12 @@ speed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +50,19 @@ import pytest
 
 from action_harness import (
     FLEET_KEY,
+    ActionProcess,
     Run,
+    action_env,
     api_file,
+    collect_run,
     policy_toml,
     posted_bodies,
     run_action,
     run_in_process,
+    start_action,
 )
-from github_mock import MockGitHub
+from forked_cli import ForkedCli
+from github_mock import MockGitHub, proxy_beside
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import reviewer_reply
 
@@ -280,6 +294,10 @@ FAMILIES = {
     "serving timeout": ["serve-stall", "idle-gap", "overrun", "serve-headers-stall"],
 }
 SUBPROCESS_CELLS = frozenset(ids[0] for ids in FAMILIES.values())
+#: Faults whose cells wait out a bound (a stall or a drip): those waits set the matrix's running
+#: time, so these cells (alone and before the healthy route) run all at once in
+#: :func:`waiting_cells`, each its own process with its own mock and fleet.
+WAITING = frozenset(f.id for f in FAULTS if "stall" in f.script or "drip" in f.script)
 
 
 @pytest.fixture
@@ -397,10 +415,128 @@ def assert_within_deadline(run: Run, deadline: float = DEADLINE) -> None:
     assert report["run_elapsed_s"] <= deadline + RUN_MARGIN_S, report["run_elapsed_s"]
 
 
-def only_body(mock: MockGitHub) -> str:
-    bodies = posted_bodies(mock)
+def only_body(bodies: list[str]) -> str:
     assert len(bodies) == 1, bodies
     return bodies[0]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One finished cell: the run, the comment bodies it posted, how many chat requests the
+    fault's account got, and the requests Prism refused (spec problems; none expected)."""
+
+    run: Run
+    bodies: list[str]
+    requests: int
+    problems: list[str]
+
+
+def cell_key(fault: Fault, healthy: bool) -> str:
+    return f"{fault.id}+{'healthy' if healthy else 'alone'}"
+
+
+def cell_record(run: Run, mock: MockGitHub, fleet: FaultFleet, fault: Fault) -> dict[str, Any]:
+    """What the tests read of a cell, as JSON (to hand it to another xdist worker)."""
+    return {
+        "code": run.code,
+        "stdout": run.stdout,
+        "stderr": run.stderr,
+        "outputs": run.outputs,
+        "summary": run.summary,
+        "report": run.report,
+        "root": str(run.root),
+        "bodies": posted_bodies(mock),
+        "requests": len(fleet.chat_requests(fault.account)),
+        "problems": mock.problems(),
+    }
+
+
+def cell_from(record: dict[str, Any]) -> Cell:
+    run = Run(
+        code=record["code"],
+        stdout=record["stdout"],
+        stderr=record["stderr"],
+        outputs=record["outputs"],
+        summary=record["summary"],
+        report=record["report"],
+        root=Path(record["root"]),
+    )
+    return Cell(run, record["bodies"], record["requests"], record["problems"])
+
+
+def run_waiting_at_once(workdir: Path, session_mock: MockGitHub) -> dict[str, dict[str, Any]]:
+    """Every :data:`WAITING` cell (alone, and before the healthy route) started at once, each
+    with its own mock (:func:`github_mock.proxy_beside`, the session's Prism behind it), fleet
+    and runner folders: the subprocess cells as ``relay-review run`` (:func:`start_action`), the
+    others as the CLI's ``run`` forked from a warm fork server (tests/support/forked_cli.py).
+    cell key -> :func:`cell_record`."""
+    records: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        started = []
+        for fault in [f for f in FAULTS if f.id in WAITING]:
+            for healthy in (False, True):
+                key = cell_key(fault, healthy)
+                mock = stack.enter_context(proxy_beside(session_mock))
+                accounts = fleet_accounts([fault], healthy=healthy)
+                fleet = FaultFleet(accounts, reply=fleet_reply).start_in_thread()
+                stack.callback(fleet.stop)
+                root = workdir / key
+                inputs = {"policy": policy_for(fleet)}
+                proc: ActionProcess | ForkedCli
+                if not healthy and fault.id in SUBPROCESS_CELLS:
+                    proc = start_action(root, mock, inputs, files=FILES)
+                else:
+                    env = action_env(root, mock, inputs, files=FILES)
+                    proc = ForkedCli(["run"], env, root / "workspace", "run", outdir=root)
+                started.append((key, proc, mock, fleet, fault, root))
+        for key, proc, mock, fleet, fault, root in started:
+            if isinstance(proc, ActionProcess):
+                run = proc.wait()
+            else:
+                out, err = proc.communicate(timeout=120)
+                code = -1 if proc.returncode is None else proc.returncode
+                run = collect_run(root, code, out, err, time.monotonic() - proc.started)
+            records[key] = cell_record(run, mock, fleet, fault)
+    return records
+
+
+@pytest.fixture(scope="session")
+def waiting_cells(
+    tmp_path_factory: pytest.TempPathFactory, github_mock_server: MockGitHub
+) -> dict[str, dict[str, Any]]:
+    """The :data:`WAITING` cells, run once per test session (under xdist the first worker to
+    need them runs them while the others wait on a lock, then read them back)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this session's
+    results = shared / "fault-matrix-waiting-cells.json"
+    with open(shared / "fault-matrix-waiting-cells.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not results.exists():
+            records = run_waiting_at_once(
+                tmp_path_factory.mktemp("fault-matrix-waiting"), github_mock_server
+            )
+            results.write_text(json.dumps(records))
+    return dict(json.loads(results.read_text()))
+
+
+def matrix_cell(
+    request: pytest.FixtureRequest,
+    root: Path,
+    mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
+    *,
+    healthy: bool,
+) -> Cell:
+    """One cell of the matrix: from :func:`waiting_cells` for a :data:`WAITING` fault, else
+    run now on the test's mock (a subprocess for the first cell of each family, alone)."""
+    if fault.id in WAITING:
+        cells: dict[str, dict[str, Any]] = request.getfixturevalue("waiting_cells")
+        return cell_from(cells[cell_key(fault, healthy)])
+    fleet = make_fleet(fleet_accounts([fault], healthy=healthy))
+    subprocess = not healthy and fault.id in SUBPROCESS_CELLS
+    run = run_cell(root, mock, policy_for(fleet), FILES, subprocess=subprocess)
+    return cell_from(cell_record(run, mock, fleet, fault))
 
 
 # --- each fault alone, and each fault before one healthy route --------------------------------
@@ -408,13 +544,17 @@ def only_body(mock: MockGitHub) -> str:
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
 def test_fault_alone_posts_unavailable_naming_it(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
 ) -> None:
-    fleet = make_fleet(fleet_accounts([fault], healthy=False))
-    subprocess = fault.id in SUBPROCESS_CELLS
-    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=subprocess)
+    cell = matrix_cell(request, tmp_path, github_mock, make_fleet, fault, healthy=False)
+    run = cell.run
     assert run.code == 1, run.stdout  # on-unavailable: fail
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
@@ -422,17 +562,22 @@ def test_fault_alone_posts_unavailable_naming_it(
     assert_names_fault(body, report, fault)
     assert_within_deadline(run)
     # a failed route is never tried twice in one run (probe + at most one serving attempt)
-    assert len(fleet.chat_requests(fault.account)) <= 2
+    assert cell.requests <= 2
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
 def test_fault_then_healthy_route_serves_the_verdict(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
 ) -> None:
-    fleet = make_fleet(fleet_accounts([fault], healthy=True))
-    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=False)
+    cell = matrix_cell(request, tmp_path, github_mock, make_fleet, fault, healthy=True)
+    run = cell.run
     assert run.code == 0, run.stdout
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     assert "Changes requested" in body and "shell=True" in body
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
@@ -459,7 +604,7 @@ def test_every_fault_at_once_then_healthy_serves(
     head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS) + 1}")
     run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 0, run.stdout
-    body = only_body(github_mock)
+    body = only_body(posted_bodies(github_mock))
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
     assert report["served_by"]["agent_id"] == f"{HEALTHY}/{HEALTHY_MODEL}"
@@ -480,7 +625,7 @@ def test_every_route_dead_gives_a_bounded_failure_comment(
     )
     run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
     assert run.code == 1, run.stdout
-    body = only_body(github_mock)
+    body = only_body(posted_bodies(github_mock))
     assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
@@ -551,7 +696,7 @@ def test_the_deadline_bounds_a_pool_of_silent_routes(
     assert "bounded by the run deadline" in report["attempts"][-1]["detail"]
     never = [r for r in report["readiness"] if "never tried" in r["detail"]]
     assert [r["agent_id"] for r in never] == [f.agent_id for f in stalls[len(tried) :]]
-    body = only_body(github_mock)
+    body = only_body(posted_bodies(github_mock))
     assert "Review unavailable" in body and "before the deadline" in body
     for fault in stalls:
         assert table_row(body, fault.account, fault.model)["preflight"] == "unprobed"
@@ -616,7 +761,7 @@ def test_route_dying_mid_review_fails_over_per_chunk(
     assert len(fleet.chat_requests("a-dying")) == 3
     assert report["decision"] == "request_changes" and report["stopped"] == "served"
     assert all(f["status"] == "reviewed" for f in report["files"])
-    body = only_body(github_mock)
+    body = only_body(posted_bodies(github_mock))
     assert "Changes requested" in body and "app/part_2.py:5" in body
     assert table_row(body, "a-dying", "vendor/a-dying")["served"] == "SERVED"
     assert table_row(body, "b-backup", "vendor/b-backup")["served"] == "SERVED"
