@@ -216,14 +216,14 @@ def test_drill_cli_prints_table_timeline_and_ratio():
 
 
 #: The all-stalled drill's deadline below and the bounds it scales down with it.
-STALLED_DEADLINE = 5.0
+STALLED_DEADLINE = 4.0
 
 
 def test_all_stalled_drill_exits_1_within_the_deadline():
     """The issue's own check (``--scenario all-stalled --deadline 20``: exits 1 at the deadline
     with every route's fate), as a process, with the deadline and the bounds below it scaled
-    from the defaults by a quarter: deadline 20 s -> 5 s, probe timeout 10 s -> 2.5 s, first byte
-    20 s -> 5 s, connect 5 s -> 1.25 s (the attempt bound follows the deadline). The run takes
+    from the defaults by a fifth: deadline 20 s -> 4 s, probe timeout 10 s -> 2 s, first byte
+    20 s -> 4 s, connect 5 s -> 1 s (the attempt bound follows the deadline). The run takes
     the same course at either scale: one unprobed attempt cut at the deadline, eleven probes
     timed out."""
     scale = STALLED_DEADLINE / 20

@@ -27,6 +27,7 @@ FORK_PRELOAD = [
     "relay_review.cli",
     "relay_review.commands.chat",
     "relay_review.commands.drill",
+    "relay_review.commands.run",
     "relay_review.pipeline.routes",
     "relay_review.state.redis_store",
     "relay_review.render",

@@ -849,6 +849,29 @@ def prism_available() -> str | None:
     return None
 
 
+@contextlib.contextmanager
+def proxy_beside(session_mock: MockGitHub) -> Iterator[MockGitHub]:
+    """A mock of its own in front of the session's Prism: its own proxy (port, rules, exchange
+    log, GraphQL mock), for runs at once that must not see each other's requests. Stopped on
+    exit."""
+    upstream = urllib.parse.urlsplit(session_mock.prism_url)
+    mock_ref: dict[str, Any] = {"upstream": (upstream.hostname, upstream.port)}
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(mock_ref))
+    server.daemon_threads = True
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    mock_ref["mock"] = mock = MockGitHub(url, session_mock.prism_url, session_mock.prism_log)
+    # polled every 50 ms (not 0.5 s): shutdown() waits for the poll, and tests stop many at once
+    thread = threading.Thread(
+        target=server.serve_forever, args=(0.05,), name="github-mock-proxy", daemon=True
+    )
+    thread.start()
+    try:
+        yield mock
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 @pytest.fixture(scope="session")
 def github_mock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[MockGitHub]:
     """Start the proxy and Prism once per session; stop them (process group) at the end."""

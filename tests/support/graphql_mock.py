@@ -279,6 +279,9 @@ def serve(mock: GraphQLMock | None = None) -> Iterator[tuple[str, GraphQLMock]]:
 
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
+        #: TCP_NODELAY, as the GitHub mock's proxy: the body's write must not wait for the
+        #: client's delayed ACK of the headers (~40 ms per request with Nagle on).
+        disable_nagle_algorithm = True
 
         def log_message(self, format: str, *args: Any) -> None:
             return

@@ -19,6 +19,10 @@ Cells run in this process (:func:`action_harness.run_in_process`: the action's e
 the runner's environment, against the same Prism and a real fleet on 127.0.0.1); the first cell
 of each fault family (:data:`FAMILIES`), the silent pool bounded by the run deadline and one
 mid-review death go through ``relay-review run`` as a subprocess, as the runner starts it.
+The cells whose fault waits out a bound (:data:`WAITING`) run all at once instead, once per
+session (:func:`waiting_cells`): each its own process (the subprocess cells as above, the others
+forked from a warm fork server running the CLI's ``run``), with its own GitHub mock in front of
+the session's Prism and its own fleet; each test asserts on its own cell as before.
 Each run gets its own fleet (a thread, ~3 ms to start): behaviour scripts advance per request, so
 runs must not share one; Prism is one per session.
 Bounds are small (``POLICY_HEAD``: each stall costs one bound, so they set the matrix's running
@@ -31,7 +35,12 @@ speed.
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
+import json
+import os
 import re
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,14 +50,19 @@ import pytest
 
 from action_harness import (
     FLEET_KEY,
+    ActionProcess,
     Run,
+    action_env,
     api_file,
+    collect_run,
     policy_toml,
     posted_bodies,
     run_action,
     run_in_process,
+    start_action,
 )
-from github_mock import MockGitHub
+from forked_cli import ForkedCli
+from github_mock import MockGitHub, proxy_beside
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import reviewer_reply
 
@@ -280,6 +294,11 @@ FAMILIES = {
     "serving timeout": ["serve-stall", "idle-gap", "overrun", "serve-headers-stall"],
 }
 SUBPROCESS_CELLS = frozenset(ids[0] for ids in FAMILIES.values())
+#: Faults whose cells wait out a bound (a stall or a drip): those waits set the matrix's running
+#: time, so these cells (alone and before the healthy route) run all at once in
+#: :func:`waiting_cells`, each its own process with its own mock and fleet, with the other runs
+#: that wait (:func:`waiting_runs`).
+WAITING = frozenset(f.id for f in FAULTS if "stall" in f.script or "drip" in f.script)
 
 
 @pytest.fixture
@@ -397,10 +416,159 @@ def assert_within_deadline(run: Run, deadline: float = DEADLINE) -> None:
     assert report["run_elapsed_s"] <= deadline + RUN_MARGIN_S, report["run_elapsed_s"]
 
 
-def only_body(mock: MockGitHub) -> str:
-    bodies = posted_bodies(mock)
+def only_body(bodies: list[str]) -> str:
     assert len(bodies) == 1, bodies
     return bodies[0]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One finished cell: the run, the comment bodies it posted, how many chat requests each
+    fleet account got, and the requests Prism refused (spec problems; none expected)."""
+
+    run: Run
+    bodies: list[str]
+    requests: dict[str, int]
+    problems: list[str]
+
+
+def cell_key(fault: Fault, healthy: bool) -> str:
+    return f"{fault.id}+{'healthy' if healthy else 'alone'}"
+
+
+def cell_record(run: Run, mock: MockGitHub, fleet: FaultFleet) -> dict[str, Any]:
+    """What the tests read of a cell, as JSON (to hand it to another xdist worker)."""
+    return {
+        "code": run.code,
+        "stdout": run.stdout,
+        "stderr": run.stderr,
+        "outputs": run.outputs,
+        "summary": run.summary,
+        "report": run.report,
+        "root": str(run.root),
+        "bodies": posted_bodies(mock),
+        "requests": {account: len(fleet.chat_requests(account)) for account in fleet.accounts},
+        "problems": mock.problems(),
+    }
+
+
+def cell_from(record: dict[str, Any]) -> Cell:
+    run = Run(
+        code=record["code"],
+        stdout=record["stdout"],
+        stderr=record["stderr"],
+        outputs=record["outputs"],
+        summary=record["summary"],
+        report=record["report"],
+        root=Path(record["root"]),
+    )
+    return Cell(run, record["bodies"], record["requests"], record["problems"])
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One run of :func:`waiting_runs`: its fleet accounts, policy head, changed files, and
+    whether it runs as ``relay-review run`` (a subprocess) or forked."""
+
+    accounts: dict[str, Any]
+    head: str = POLICY_HEAD
+    files: tuple[dict[str, Any], ...] = tuple(FILES)
+    subprocess: bool = False
+
+
+def waiting_runs() -> dict[str, Spec]:
+    """The runs that wait out bounds, by key: every :data:`WAITING` cell (alone, and before the
+    healthy route), every fault at once (with and without the healthy route), the silent pool,
+    and the mid-review deaths that stall."""
+    runs = {
+        cell_key(fault, healthy): Spec(
+            fleet_accounts([fault], healthy=healthy),
+            subprocess=not healthy and fault.id in SUBPROCESS_CELLS,
+        )
+        for fault in FAULTS
+        if fault.id in WAITING
+        for healthy in (False, True)
+    }
+    runs[EVERY_FAULT] = Spec(fleet_accounts(FAULTS, healthy=True), EVERY_FAULT_HEAD)
+    runs[EVERY_DEAD] = Spec(fleet_accounts(FAULTS, healthy=False), EVERY_DEAD_HEAD)
+    runs[SILENT_POOL] = Spec(fleet_accounts(STALLS, healthy=False), SILENT_HEAD, subprocess=True)
+    runs[death_key("stall")] = Spec(dying_accounts("stall"), DEATH_HEAD, tuple(CHUNK_FILES))
+    runs[CONCURRENT_DEATH] = Spec(
+        CONCURRENT_DEATH_ACCOUNTS, CONCURRENT_DEATH_HEAD, tuple(CONCURRENT_CHUNK_FILES)
+    )
+    return runs
+
+
+def run_waiting_at_once(workdir: Path, session_mock: MockGitHub) -> dict[str, dict[str, Any]]:
+    """Every run of :func:`waiting_runs` started at once, each with its own mock
+    (:func:`github_mock.proxy_beside`, the session's Prism behind it), fleet and runner folders:
+    the subprocess runs as ``relay-review run`` (:func:`start_action`), the others as the CLI's
+    ``run`` forked from a warm fork server (tests/support/forked_cli.py).
+    key -> :func:`cell_record`."""
+    records: dict[str, dict[str, Any]] = {}
+    with contextlib.ExitStack() as stack:
+        started = []
+        for key, spec in waiting_runs().items():
+            mock = stack.enter_context(proxy_beside(session_mock))
+            fleet = FaultFleet(spec.accounts, reply=fleet_reply).start_in_thread()
+            stack.callback(fleet.stop)
+            root = workdir / key
+            inputs = {"policy": policy_for(fleet, spec.head)}
+            proc: ActionProcess | ForkedCli
+            if spec.subprocess:
+                proc = start_action(root, mock, inputs, files=list(spec.files))
+            else:
+                env = action_env(root, mock, inputs, files=list(spec.files))
+                proc = ForkedCli(["run"], env, root / "workspace", "run", outdir=root)
+            started.append((key, proc, mock, fleet, root))
+        for key, proc, mock, fleet, root in started:
+            if isinstance(proc, ActionProcess):
+                run = proc.wait()
+            else:
+                out, err = proc.communicate(timeout=120)
+                code = -1 if proc.returncode is None else proc.returncode
+                run = collect_run(root, code, out, err, time.monotonic() - proc.started)
+            records[key] = cell_record(run, mock, fleet)
+    return records
+
+
+@pytest.fixture(scope="session")
+def waiting_cells(
+    tmp_path_factory: pytest.TempPathFactory, github_mock_server: MockGitHub
+) -> dict[str, dict[str, Any]]:
+    """The :data:`WAITING` cells, run once per test session (under xdist the first worker to
+    need them runs them while the others wait on a lock, then read them back)."""
+    base = tmp_path_factory.getbasetemp()
+    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this session's
+    results = shared / "fault-matrix-waiting-cells.json"
+    with open(shared / "fault-matrix-waiting-cells.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not results.exists():
+            records = run_waiting_at_once(
+                tmp_path_factory.mktemp("fault-matrix-waiting"), github_mock_server
+            )
+            results.write_text(json.dumps(records))
+    return dict(json.loads(results.read_text()))
+
+
+def matrix_cell(
+    request: pytest.FixtureRequest,
+    root: Path,
+    mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
+    *,
+    healthy: bool,
+) -> Cell:
+    """One cell of the matrix: from :func:`waiting_cells` for a :data:`WAITING` fault, else
+    run now on the test's mock (a subprocess for the first cell of each family, alone)."""
+    if fault.id in WAITING:
+        cells: dict[str, dict[str, Any]] = request.getfixturevalue("waiting_cells")
+        return cell_from(cells[cell_key(fault, healthy)])
+    fleet = make_fleet(fleet_accounts([fault], healthy=healthy))
+    subprocess = not healthy and fault.id in SUBPROCESS_CELLS
+    run = run_cell(root, mock, policy_for(fleet), FILES, subprocess=subprocess)
+    return cell_from(cell_record(run, mock, fleet))
 
 
 # --- each fault alone, and each fault before one healthy route --------------------------------
@@ -408,13 +576,17 @@ def only_body(mock: MockGitHub) -> str:
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
 def test_fault_alone_posts_unavailable_naming_it(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
 ) -> None:
-    fleet = make_fleet(fleet_accounts([fault], healthy=False))
-    subprocess = fault.id in SUBPROCESS_CELLS
-    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=subprocess)
+    cell = matrix_cell(request, tmp_path, github_mock, make_fleet, fault, healthy=False)
+    run = cell.run
     assert run.code == 1, run.stdout  # on-unavailable: fail
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
@@ -422,17 +594,22 @@ def test_fault_alone_posts_unavailable_naming_it(
     assert_names_fault(body, report, fault)
     assert_within_deadline(run)
     # a failed route is never tried twice in one run (probe + at most one serving attempt)
-    assert len(fleet.chat_requests(fault.account)) <= 2
+    assert cell.requests[fault.account] <= 2
 
 
 @pytest.mark.parametrize("fault", FAULTS, ids=[f.id for f in FAULTS])
 def test_fault_then_healthy_route_serves_the_verdict(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, fault: Fault
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    make_fleet: Any,
+    fault: Fault,
 ) -> None:
-    fleet = make_fleet(fleet_accounts([fault], healthy=True))
-    run = run_cell(tmp_path, github_mock, policy_for(fleet), FILES, subprocess=False)
+    cell = matrix_cell(request, tmp_path, github_mock, make_fleet, fault, healthy=True)
+    run = cell.run
     assert run.code == 0, run.stdout
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     assert "Changes requested" in body and "shell=True" in body
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
@@ -452,14 +629,21 @@ def test_fault_then_healthy_route_serves_the_verdict(
 # --- all faults at once -----------------------------------------------------------------------
 
 
-def test_every_fault_at_once_then_healthy_serves(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
-) -> None:
-    fleet = make_fleet(fleet_accounts(FAULTS, healthy=True))
-    head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS) + 1}")
-    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
+EVERY_FAULT = "every-fault"
+EVERY_FAULT_HEAD = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS) + 1}")
+EVERY_DEAD = "every-route-dead"
+# serving-phase faults are tried one after another (each up to 2.5 s): a longer deadline
+EVERY_DEAD_HEAD = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS)}").replace(
+    f"deadline = {DEADLINE:g}", f"deadline = {MIXED_DEADLINE:g}"
+)
+
+
+def test_every_fault_at_once_then_healthy_serves(waiting_cells: dict[str, Any]) -> None:
+    cell = cell_from(waiting_cells[EVERY_FAULT])  # run with the others that wait
+    run = cell.run
     assert run.code == 0, run.stdout
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
     assert report["served_by"]["agent_id"] == f"{HEALTHY}/{HEALTHY_MODEL}"
@@ -470,17 +654,12 @@ def test_every_fault_at_once_then_healthy_serves(
     assert_within_deadline(run)
 
 
-def test_every_route_dead_gives_a_bounded_failure_comment(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
-) -> None:
-    fleet = make_fleet(fleet_accounts(FAULTS, healthy=False))
-    # serving-phase faults are tried one after another (each up to 2.5 s): a longer deadline
-    head = POLICY_HEAD.replace("probe_budget = 1", f"probe_budget = {len(FAULTS)}").replace(
-        f"deadline = {DEADLINE:g}", f"deadline = {MIXED_DEADLINE:g}"
-    )
-    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=False)
+def test_every_route_dead_gives_a_bounded_failure_comment(waiting_cells: dict[str, Any]) -> None:
+    cell = cell_from(waiting_cells[EVERY_DEAD])  # run with the others that wait
+    run = cell.run
     assert run.code == 1, run.stdout
-    body = only_body(github_mock)
+    assert cell.problems == []
+    body = only_body(cell.bodies)
     assert "Review unavailable" in body and "No route served after" in body
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
@@ -523,22 +702,25 @@ def test_a_long_retry_after_does_not_hold_up_a_route_free_now(
 
 
 SHORT_DEADLINE = 4.0
+SILENT_POOL = "silent-pool"
+#: Five unprobed routes that never answer (:data:`SILENT_POOL`).
+STALLS = [Fault(f"silent-{i}", "stall", "") for i in range(1, 6)]
+SILENT_HEAD = (
+    POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 0")
+    .replace("first_byte = 1.5", "first_byte = 2.5")
+    .replace("attempt = 2.5", "attempt = 3")
+    .replace(f"deadline = {DEADLINE:g}", f"deadline = {SHORT_DEADLINE:g}")
+)
 
 
-def test_the_deadline_bounds_a_pool_of_silent_routes(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
-) -> None:
+def test_the_deadline_bounds_a_pool_of_silent_routes(waiting_cells: dict[str, Any]) -> None:
     # five unprobed routes that never answer: the deadline, not the pool, ends the run
-    stalls = [Fault(f"silent-{i}", "stall", "") for i in range(1, 6)]
-    fleet = make_fleet(fleet_accounts(stalls, healthy=False))
-    head = (
-        POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 0")
-        .replace("first_byte = 1.5", "first_byte = 2.5")
-        .replace("attempt = 2.5", "attempt = 3")
-        .replace(f"deadline = {DEADLINE:g}", f"deadline = {SHORT_DEADLINE:g}")
-    )
-    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), FILES, subprocess=True)
+    # (relay-review run as a subprocess, at once with the other runs that wait)
+    stalls = STALLS
+    cell = cell_from(waiting_cells[SILENT_POOL])
+    run = cell.run
     assert run.code == 1, run.stdout
+    assert cell.problems == []
     report = run.report
     assert report is not None and report["decision"] == "unavailable"
     assert report["stopped"] == "deadline"
@@ -551,7 +733,7 @@ def test_the_deadline_bounds_a_pool_of_silent_routes(
     assert "bounded by the run deadline" in report["attempts"][-1]["detail"]
     never = [r for r in report["readiness"] if "never tried" in r["detail"]]
     assert [r["agent_id"] for r in never] == [f.agent_id for f in stalls[len(tried) :]]
-    body = only_body(github_mock)
+    body = only_body(cell.bodies)
     assert "Review unavailable" in body and "before the deadline" in body
     for fault in stalls:
         assert table_row(body, fault.account, fault.model)["preflight"] == "unprobed"
@@ -577,26 +759,44 @@ CHUNK_FILES = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in rang
 
 #: How the dying route dies on its second request -> the outcome its attempt row shows.
 DEATHS = {"stall": "timeout", "cut@rst": "bad\\_reply", "503": "server\\_error"}
-#: The death that runs ``relay-review run`` as a subprocess (the others run in this process).
+#: The death that runs ``relay-review run`` as a subprocess (the others run in this process,
+#: but for the stall: it waits out a bound, so it runs with the others that do, forked).
 SUBPROCESS_DEATH = "cut@rst"
+WAITING_DEATH = "stall"
+DEATH_HEAD = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2") + "chunk_tokens = 256\n"
+
+
+def death_key(death_script: str) -> str:
+    return f"death+{death_script}"
+
+
+def dying_accounts(death_script: str) -> dict[str, Any]:
+    """ "a-dying" answers its probe and the first chunk, then dies; "b-backup" serves the rest."""
+    return fleet_accounts(
+        [], healthy=False, **{"a-dying": f"healthy*2>{death_script}", "b-backup": "healthy"}
+    )
 
 
 @pytest.mark.parametrize("death_script", list(DEATHS))
 def test_route_dying_mid_review_fails_over_per_chunk(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any, death_script: str
+    request: pytest.FixtureRequest,
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    make_fleet: Any,
+    death_script: str,
 ) -> None:
-    # "a-dying" answers its probe and the first chunk, then dies; "b-backup" serves the rest.
-    fleet = make_fleet(
-        fleet_accounts(
-            [], healthy=False, **{"a-dying": f"healthy*2>{death_script}", "b-backup": "healthy"}
-        )
-    )
-    head = POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2") + "chunk_tokens = 256\n"
-    subprocess = death_script == SUBPROCESS_DEATH
-    run = run_cell(
-        tmp_path, github_mock, policy_for(fleet, head), CHUNK_FILES, subprocess=subprocess
-    )
+    if death_script == WAITING_DEATH:
+        cells: dict[str, Any] = request.getfixturevalue("waiting_cells")
+        cell = cell_from(cells[death_key(death_script)])
+    else:
+        fleet = make_fleet(dying_accounts(death_script))
+        subprocess = death_script == SUBPROCESS_DEATH
+        policy = policy_for(fleet, DEATH_HEAD)
+        run = run_cell(tmp_path, github_mock, policy, CHUNK_FILES, subprocess=subprocess)
+        cell = cell_from(cell_record(run, github_mock, fleet))
+    run = cell.run
     assert run.code == 0, run.stdout
+    assert cell.problems == []
     report = run.report
     assert report is not None
     chunks = report["chunks"]
@@ -613,10 +813,10 @@ def test_route_dying_mid_review_fails_over_per_chunk(
     assert attempts[1][0] == "a-dying" and attempts[1][1] != "ok"  # the death, on chunk 2
     assert attempts[2:] == [("b-backup", "ok"), ("b-backup", "ok")]
     # the dead route is out for the rest of the run: probe, chunk 1, chunk 2's failed attempt
-    assert len(fleet.chat_requests("a-dying")) == 3
+    assert cell.requests["a-dying"] == 3
     assert report["decision"] == "request_changes" and report["stopped"] == "served"
     assert all(f["status"] == "reviewed" for f in report["files"])
-    body = only_body(github_mock)
+    body = only_body(cell.bodies)
     assert "Changes requested" in body and "app/part_2.py:5" in body
     assert table_row(body, "a-dying", "vendor/a-dying")["served"] == "SERVED"
     assert table_row(body, "b-backup", "vendor/b-backup")["served"] == "SERVED"
@@ -625,25 +825,27 @@ def test_route_dying_mid_review_fails_over_per_chunk(
     assert_within_deadline(run)
 
 
-def test_route_dying_mid_review_with_concurrent_chunks(
-    tmp_path: Path, github_mock: MockGitHub, make_fleet: Any
-) -> None:
+CONCURRENT_DEATH = "death+concurrent"
+CONCURRENT_DEATH_ACCOUNTS = fleet_accounts(
+    [], healthy=False, **{"a-dying": "healthy*2>stall", "b-backup": "healthy@0.3"}
+)
+CONCURRENT_DEATH_HEAD = (
+    POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2").replace(
+        "concurrency = 1", "concurrency = 3"
+    )
+    + "chunk_tokens = 256\n"
+)
+CONCURRENT_CHUNK_FILES = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in range(1, 6)]
+
+
+def test_route_dying_mid_review_with_concurrent_chunks(waiting_cells: dict[str, Any]) -> None:
     # five chunks, three at a time over two ready routes: the dying route's second request
     # stalls; that chunk (and every later one) is served by the backup, none is lost
-    fleet = make_fleet(
-        fleet_accounts(
-            [], healthy=False, **{"a-dying": "healthy*2>stall", "b-backup": "healthy@0.3"}
-        )
-    )
-    head = (
-        POLICY_HEAD.replace("probe_budget = 1", "probe_budget = 2").replace(
-            "concurrency = 1", "concurrency = 3"
-        )
-        + "chunk_tokens = 256\n"
-    )
-    files = [chunk_file(f"app/part_{i}.py", with_finding=i == 2) for i in range(1, 6)]
-    run = run_cell(tmp_path, github_mock, policy_for(fleet, head), files, subprocess=False)
+    # (forked, at once with the other runs that wait)
+    cell = cell_from(waiting_cells[CONCURRENT_DEATH])
+    run = cell.run
     assert run.code == 0, run.stdout
+    assert cell.problems == []
     report = run.report
     assert report is not None and report["decision"] == "request_changes"
     assert [c["stopped"] for c in report["chunks"]] == ["served"] * 5
@@ -654,7 +856,7 @@ def test_route_dying_mid_review_with_concurrent_chunks(
     ]
     by_route = [c["served_by"]["agent_id"] for c in report["chunks"]]
     assert by_route.count("a-dying/vendor/a-dying") == 1  # before it died
-    assert len(fleet.chat_requests("a-dying")) == 3  # probe, one chunk, the stalled one
+    assert cell.requests["a-dying"] == 3  # probe, one chunk, the stalled one
     assert_within_deadline(run)
 
 

@@ -227,9 +227,29 @@ def cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Comple
     )
 
 
+def start_cli(args: list[str], env: Mapping[str, str], cwd: Path) -> subprocess.Popen[str]:
+    """:func:`cli` started, not waited for (``communicate`` it)."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "relay_review", *args],
+        env={"PATH": "/usr/bin:/bin", "HOME": str(cwd), **env},
+        cwd=cwd,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        stdin=subprocess.DEVNULL,
+        text=True,
+    )
+
+
 def test_canary_keys_never_leave_the_cli(tmp_path: Path, canary_fleet: FaultFleet) -> None:
-    """``discover``, ``preflight`` and ``chat`` against the echoing fleet, then ``drill``."""
+    """``discover``, ``preflight`` and ``chat`` against the echoing fleet, and ``drill`` (text
+    and JSON; each in its own folder under ``tmp_path``, its home, started first: the drills
+    need nothing of the other commands, so the three run at once)."""
     env = {**CANARIES, "GITHUB_TOKEN": GITHUB_TOKEN}
+    drills = {}
+    for fmt in ("text", "json"):
+        home = tmp_path / f"drill-{fmt}"
+        home.mkdir()
+        drills[fmt] = start_cli(["drill", "--format", fmt, "--deadline", "30"], env, home)
     policy = tmp_path / "policy.toml"
     policy.write_text(canary_policy(canary_fleet))
     discovery = tmp_path / "discovery.json"
@@ -252,10 +272,10 @@ def test_canary_keys_never_leave_the_cli(tmp_path: Path, canary_fleet: FaultFlee
     assert json.loads(done.stdout)["served_by"]["agent_id"] == SERVER
     outputs["chat"] = done.stdout + done.stderr
 
-    for fmt in ("text", "json"):
-        done = cli(["drill", "--format", fmt, "--deadline", "30"], env, tmp_path)
-        assert done.returncode == 0, done.stderr
-        outputs[f"drill ({fmt})"] = done.stdout + done.stderr
+    for fmt, proc in drills.items():
+        stdout, stderr = proc.communicate(timeout=120)
+        assert proc.returncode == 0, stderr
+        outputs[f"drill ({fmt})"] = stdout + stderr
     outputs["files written"] = "\n".join(
         p.read_text(errors="replace") for p in sorted(tmp_path.rglob("*")) if p.is_file()
     )

@@ -94,7 +94,7 @@ def test_tracking_registers_and_the_chat_call_moves_the_phase() -> None:
 #: The deep drill's bounds and the progress cadence below, scaled by this from the defaults
 #: (a 10 s probe bound, a 20 s first-byte bound, lines after 5 s and then every 10 s): the
 #: property -- no gap between lines reaches the stall it covers -- is the same at any scale.
-SCALE = 0.3
+SCALE = 0.2
 
 
 @pytest.mark.integration  # the drill on a fault fleet (a socket server), in process
