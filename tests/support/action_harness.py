@@ -184,6 +184,9 @@ probe_timeout = 3
 
 [discovery]
 timeout = 3
+
+[github]
+write_interval = 0
 """
 
 

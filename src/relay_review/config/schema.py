@@ -230,6 +230,14 @@ class GitHubPolicy(_Section):
         le=300,
         **_SECONDS,
     )
+    write_interval: float = _opt(
+        1.0,
+        "a number of seconds >= 0 and at most 10 (the pause between two GitHub writes; "
+        "GitHub asks for at least 1 s between requests that create content)",
+        ge=0,
+        le=10,
+        allow_inf_nan=False,
+    )
     max_wait: float = _opt(
         60.0,
         "a number of seconds >= 0 and at most 600 (longest wait GitHub's rate limit may ask)",

@@ -150,7 +150,12 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         secrets.add(env.get(acc.api_key_env, "") for acc in accounts)
         say(f"policy: {origin.provenance}")
         # every later GitHub call is bounded by the policy's own per-request timeout
-        gh = make_github(token, api_url, timeout=policy.github.timeout)
+        gh = make_github(
+            token,
+            api_url,
+            timeout=policy.github.timeout,
+            seconds_between_writes=policy.github.write_interval,
+        )
     with actions.group("relay-review: discovery"):
         remaining = policy.serving.deadline - (time.monotonic() - started)
         discovery = discover_routes(policy, accounts, env, remaining)

@@ -35,7 +35,7 @@ from github_mock import BOT_LOGIN, CommentsOverlay, MockGitHub, StoredComment
 from relay_review.drill import FaultFleet
 from relay_review.github.comment import MARKER, head_line
 
-GITHUB_BOUNDS = "\n[github]\ntimeout = 2\nmax_wait = 5\n"
+GITHUB_BOUNDS = "timeout = 2\nmax_wait = 5\n"  # appended to FAST, whose last table is [github]
 SECONDARY = {
     "message": "You have exceeded a secondary rate limit. Please wait a few minutes before you "
     "try again. If you reach out to GitHub Support for help, please include the request ID "

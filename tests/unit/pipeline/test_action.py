@@ -147,3 +147,29 @@ def test_forbidden_imports(package: str, forbidden: tuple[str, ...]) -> None:
         )
     ]
     assert bad == []
+
+
+@pytest.mark.integration
+@pytest.mark.parametrize(("github_table", "interval"), [("", 1.0), ("write_interval = 0\n", 0.0)])
+def test_the_pause_between_github_writes_is_the_policys(
+    github_table: str, interval: float, tmp_path: Path, github_mock, monkeypatch
+) -> None:
+    """``github.write_interval`` (1 s by default: GitHub asks for at least 1 s between requests
+    that create content) is the pause PyGithub keeps between the run's writes."""
+    import relay_review.pipeline.action as action
+    from action_harness import policy_toml, run_in_process, standard_fleet
+
+    made: list[float] = []
+    real = action.make_github
+
+    def recording(*args, **kwargs):
+        made.append(kwargs.get("seconds_between_writes", 1.0))
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(action, "make_github", recording)
+    with standard_fleet() as fleet:
+        policy = policy_toml(fleet, "acme", head=f"[github]\n{github_table}")
+        run = run_in_process(tmp_path, github_mock, {"policy": policy})
+    assert run.code == 0, run.stdout + run.stderr
+    assert made[-1] == interval  # the client the run writes with, made once the policy is read
+    assert "write_interval" in Policy.model_json_schema()["$defs"]["GitHubPolicy"]["properties"]
