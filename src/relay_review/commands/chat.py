@@ -7,6 +7,7 @@ import json
 import os
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from relay_review import pipeline
 from relay_review.commands.common import (
@@ -20,6 +21,9 @@ from relay_review.commands.common import (
     store_from_args,
 )
 from relay_review.errors import UsageError
+
+if TYPE_CHECKING:
+    from relay_review.records import ChatMessage
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -49,7 +53,7 @@ def run(args: argparse.Namespace) -> int:
             raise UsageError(f"--message-file {args.message_file}: cannot read ({exc})") from None
     else:
         text = args.message
-    messages = [{"role": "user", "content": text}]
+    messages: list[ChatMessage] = [{"role": "user", "content": text}]
     store = store_from_args(args, os.environ, policy)
     report = pipeline.run_sync(pipeline.chat(catalog, policy, os.environ, messages, store=store))
     if args.format == "json":

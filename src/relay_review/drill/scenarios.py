@@ -22,7 +22,7 @@ from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
-from relay_review.records import ChatReport, Cost, Route
+from relay_review.records import ChatMessage, ChatReport, Cost, Route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.routing.session import tls_context
 from relay_review.state import Store
@@ -181,7 +181,9 @@ def drill_environ(scenario: Scenario) -> dict[str, str]:
     return {drill_key_env(a): drill_key(a) for a in scenario.accounts}
 
 
-async def direct_latency(fleet: FaultFleet, policy: Policy, messages: list[dict]) -> float | None:
+async def direct_latency(
+    fleet: FaultFleet, policy: Policy, messages: list[ChatMessage]
+) -> float | None:
     """Seconds for one request straight to the reference healthy route (no catalog, no probes)."""
     if REFERENCE not in fleet.accounts:
         return None
@@ -239,7 +241,7 @@ async def run_scenario(
     store: Store | None = None,
 ) -> DrillResult:
     """Run preflight + failover over the scenario's catalog on a started fleet; measure it."""
-    messages = [{"role": "user", "content": message}]
+    messages: list[ChatMessage] = [{"role": "user", "content": message}]
     direct = await direct_latency(fleet, policy, messages)
     first_request = len(fleet.requests)
     # the policy's limit and cap; the pool and ZDR as the fleet's routes are (free, not ZDR)

@@ -25,6 +25,7 @@ from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.records import (
     Account,
     Catalog,
+    ChatMessage,
     ChatReport,
     DayCount,
     PreflightReport,
@@ -199,7 +200,7 @@ async def chat(
     catalog: Catalog,
     policy: Policy,
     environ: Mapping[str, str],
-    messages: list[dict],
+    messages: list[ChatMessage],
     chat_fn: ChatFn | None = None,
     *,
     store: Store | None = None,

@@ -16,7 +16,7 @@ from typing import Any
 
 from relay_review.config import Policy
 from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
-from relay_review.records import Attempt, Catalog, CatalogEntry, Finding, Outcome
+from relay_review.records import Attempt, Catalog, CatalogEntry, ChatMessage, Finding, Outcome
 from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, plan_chunks
 from relay_review.review.decision import merge_findings
 from relay_review.review.diff import DiffIndex
@@ -150,7 +150,7 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
     chunk, prompt = ask.chunk, ask.prompt
     max_tokens = policy.review.max_output_tokens
 
-    async def repair(entry: CatalogEntry, messages: list[dict]) -> tuple[Outcome, Attempt]:
+    async def repair(entry: CatalogEntry, messages: list[ChatMessage]) -> tuple[Outcome, Attempt]:
         outcome, attempt = await session.call(
             entry, messages, max_tokens=max_tokens, extra_body=ask.body(entry)
         )

@@ -56,7 +56,14 @@ from relay_review.records.route import (
     SelectedRoute,
 )
 from relay_review.records.scrub import Redactor, scrubbed
-from relay_review.records.serving import ABANDONED_MARK, Attempt, Probe, Readiness, ServedBy
+from relay_review.records.serving import (
+    ABANDONED_MARK,
+    Attempt,
+    ChatMessage,
+    Probe,
+    Readiness,
+    ServedBy,
+)
 
 __all__ = [
     "ABANDONED_MARK",
@@ -68,6 +75,7 @@ __all__ = [
     "CatalogEntry",
     "CatalogReport",
     "CatalogSummary",
+    "ChatMessage",
     "ChatReport",
     "ChunkReport",
     "Cost",

@@ -5,9 +5,16 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class ChatMessage(TypedDict):
+    """One message of a chat request, in the OpenAI-compatible shape every route speaks."""
+
+    role: Literal["system", "user", "assistant"]
+    content: str
 
 
 class Readiness(StrEnum):

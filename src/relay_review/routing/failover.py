@@ -70,6 +70,7 @@ from relay_review.kinds import stream_usage
 from relay_review.records import (
     Attempt,
     CatalogEntry,
+    ChatMessage,
     Deadlines,
     Outcome,
     OutcomeKind,
@@ -105,7 +106,7 @@ class ServeRequest:
     follow-up on the route that just served.
     """
 
-    messages: list[dict]
+    messages: list[ChatMessage]
     accept: Accept | None = None
     max_tokens: int | None = None
     extra_body: ExtraBody = None

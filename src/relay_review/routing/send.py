@@ -18,7 +18,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
-from relay_review.records import CatalogEntry, Deadlines, Outcome, OutcomeKind
+from relay_review.records import CatalogEntry, ChatMessage, Deadlines, Outcome, OutcomeKind
 from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 
@@ -38,7 +38,7 @@ class ChatFn(Protocol):
         base_url: str,
         api_key: str | None,
         model: str,
-        messages: list[dict],
+        messages: list[ChatMessage],
         deadlines: Deadlines,
         max_tokens: int | None = None,
         extra_body: dict | None = None,

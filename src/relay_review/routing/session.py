@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 import httpx
 
 from relay_review.config import PreflightPolicy, ServingPolicy
-from relay_review.records import Attempt, CatalogEntry, Outcome, Probe, Readiness
+from relay_review.records import Attempt, CatalogEntry, ChatMessage, Outcome, Probe, Readiness
 from relay_review.routing import failover, progress
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.budget import AccountBudgets
@@ -148,7 +148,7 @@ class RoutingSession:
 
     async def serve(
         self,
-        messages: list[dict],
+        messages: list[ChatMessage],
         *,
         accept: Accept | None = None,
         max_tokens: int | None = None,
@@ -168,7 +168,7 @@ class RoutingSession:
     async def call(
         self,
         entry: CatalogEntry,
-        messages: list[dict],
+        messages: list[ChatMessage],
         *,
         max_tokens: int | None = None,
         extra_body: dict | None = None,

@@ -29,7 +29,7 @@ from relay_review.providers.chat.status import (
 from relay_review.providers.chat.stream import StreamState
 from relay_review.providers.chat.timeouts import Arrived, timeout_detail
 from relay_review.providers.hints import read_rate_hint
-from relay_review.records import Deadlines, Outcome, OutcomeKind, Phase, Usage
+from relay_review.records import ChatMessage, Deadlines, Outcome, OutcomeKind, Phase, Usage
 from relay_review.redact import MIN_SECRET_CHARS, redact
 from relay_review.routing import progress
 
@@ -48,7 +48,7 @@ async def chat_call(
     base_url: str,
     api_key: str | None,
     model: str,
-    messages: list[dict],
+    messages: list[ChatMessage],
     deadlines: Deadlines,
     max_tokens: int | None = None,
     extra_body: dict | None = None,
