@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import fcntl
 import gc
 import io
 import json
@@ -50,6 +49,7 @@ from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.routing.session import RoutingSession
 from relay_review.state.ledger import Budget, MemoryLedger, Reservation
+from session_once import once_per_session
 
 FAULTS = ["closed", "killed", "stopped", "restarted", "slow", "sluggish"]
 #: Seconds each reply of a slow store is held back: ``slow`` past the 1 s bound now and then
@@ -172,15 +172,7 @@ def drill_every_fault(workdir: Path) -> dict[str, dict[str, Any]]:
 def drilled(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
     """Every fault's drill, run once per test session (the first worker to need them runs them
     while the others wait, then read them back)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this session's
-    results = shared / "store-fault-drills.json"
-    with open(shared / "store-fault-drills.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not results.exists():
-            runs = drill_every_fault(tmp_path_factory.mktemp("store-fault-drills"))
-            results.write_text(json.dumps(runs))
-    return dict(json.loads(results.read_text()))
+    return dict(once_per_session(tmp_path_factory, "store-fault-drills", drill_every_fault))
 
 
 @pytest.mark.integration

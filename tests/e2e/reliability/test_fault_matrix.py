@@ -36,9 +36,6 @@ speed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import json
-import os
 import re
 import time
 from collections.abc import Iterator
@@ -65,6 +62,7 @@ from forked_cli import ForkedCli
 from github_mock import MockGitHub, proxy_beside
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import reviewer_reply
+from session_once import once_per_session
 
 DEADLINE = 15.0
 MIXED_DEADLINE = 30.0
@@ -538,17 +536,13 @@ def waiting_cells(
 ) -> dict[str, dict[str, Any]]:
     """The :data:`WAITING` cells, run once per test session (under xdist the first worker to
     need them runs them while the others wait on a lock, then read them back)."""
-    base = tmp_path_factory.getbasetemp()
-    shared = base.parent if os.environ.get("PYTEST_XDIST_WORKER") else base  # this session's
-    results = shared / "fault-matrix-waiting-cells.json"
-    with open(shared / "fault-matrix-waiting-cells.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not results.exists():
-            records = run_waiting_at_once(
-                tmp_path_factory.mktemp("fault-matrix-waiting"), github_mock_server
-            )
-            results.write_text(json.dumps(records))
-    return dict(json.loads(results.read_text()))
+    return dict(
+        once_per_session(
+            tmp_path_factory,
+            "fault-matrix-waiting-cells",
+            lambda folder: run_waiting_at_once(folder, github_mock_server),
+        )
+    )
 
 
 def matrix_cell(
