@@ -96,16 +96,16 @@ def spent(session: RoutingSession | None) -> QuotaReport:
     )
 
 
-def quota_report(health: PublishedHealth, spent: QuotaReport | None) -> QuotaReport:
-    """What the run cost each account (requests let out, probes included; every run's requests
-    of the day where a shared ledger counted them) and, where the key endpoint said, the
-    account's free tier (for the footer and the step summary)."""
-    spent = spent or QuotaReport()
+def quota_report(health: PublishedHealth, cost: QuotaReport | None) -> QuotaReport:
+    """What the run cost each account (``cost``, from :func:`spent`: requests let out, probes
+    included; every run's requests of the day where a shared ledger counted them) and, where
+    the key endpoint said, the account's free tier (for the footer and the step summary)."""
+    cost = cost or QuotaReport()
     return QuotaReport(
-        requests_by_account=spent.requests_by_account,
+        requests_by_account=cost.requests_by_account,
         keys=dict(sorted(health.keys.items())),
         health_requests=health.requests,
-        shared_day=spent.shared_day,
+        shared_day=cost.shared_day,
     )
 
 

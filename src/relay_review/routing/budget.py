@@ -92,7 +92,12 @@ class AccountBudgets:
         #: account -> (every run's requests in the last 24 h, the budget's rpd), as the shared
         #: ledger last counted them; dropped once that ledger is lost (no shared count then)
         self.shared_day: dict[str, tuple[int, int]] = {}
-        self.lost = False  # the shared ledger failed this run (an in-process one replaced it)
+
+    @property
+    def shared(self) -> bool:
+        """The run's ledger is a shared one (not this process's, from the start or since the
+        shared one was lost)."""
+        return not isinstance(self.ledger, MemoryLedger)
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
         """``(ledger key, budget)`` for a request on ``entry``."""
@@ -114,7 +119,7 @@ class AccountBudgets:
         now = time.time()
         if answer.in_window is not None:
             self._seen[key] = (now, *answer.in_window)
-            if budget.rpd and not self.lost:  # a late answer after the loss is not kept
+            if budget.rpd and self.shared:  # a late answer after the loss is not kept
                 self.shared_day[entry.account] = (max(0, answer.in_window[1]), budget.rpd)
         if answer.granted:
             mine = self._granted.setdefault(key, [])
@@ -174,7 +179,6 @@ class AccountBudgets:
                 maybe.get(key),
             )
         self.ledger = fresh
-        self.lost = True
         self.shared_day.clear()  # what other runs send is not heard any more
         report = getattr(failed, "report_failure", None)
         if callable(report):
