@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from cli_harness import saved_logging
 from github_mock import MockGitHub, webhook_examples
 from relay_review.drill import FaultFleet
 
@@ -478,19 +479,13 @@ def _process_logging(stream: io.StringIO) -> Iterator[None]:
     """The root logger as ``cli.main`` leaves it in a fresh process (one handler at INFO on
     stderr, ``httpx`` at WARNING), so the action's own ``log_to_stdout`` and the log lines
     tests read behave as in a subprocess; pytest's own handlers are put back afterwards."""
-    root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
-    saved = (root.handlers[:], root.level, httpx_log.level)
     handler = logging.StreamHandler(stream)
     handler.setFormatter(logging.Formatter("%(levelname)s %(name)s: %(message)s"))
-    root.handlers = [handler]
-    root.setLevel(logging.INFO)
-    httpx_log.setLevel(logging.WARNING)
-    try:
+    with saved_logging() as root:
+        root.handlers = [handler]
+        root.setLevel(logging.INFO)
+        logging.getLogger("httpx").setLevel(logging.WARNING)
         yield
-    finally:
-        root.handlers, level, httpx_level = saved
-        root.setLevel(level)
-        httpx_log.setLevel(httpx_level)
 
 
 def collect_run(root: Path, code: int, stdout: str, stderr: str, wall_s: float) -> Run:

@@ -66,22 +66,30 @@ def _environment(env: Mapping[str, str] | None, cwd: Path | None) -> Iterator[No
 
 
 @contextlib.contextmanager
-def _fresh_logging() -> Iterator[None]:
-    """The root logger as a fresh process has it (no handlers, WARNING), so ``cli.main``'s own
-    ``logging.basicConfig`` installs its handler on the captured stderr; pytest's handlers and
-    levels are put back afterwards."""
+def saved_logging() -> Iterator[logging.Logger]:
+    """The root logger (yielded) for a run to set up as a process would; pytest's handlers and
+    levels, and ``httpx``'s level, are put back afterwards, and what the run added is closed."""
     root, httpx_log = logging.getLogger(), logging.getLogger("httpx")
-    saved = (root.handlers[:], root.level, httpx_log.level)
-    root.handlers = []
-    root.setLevel(logging.WARNING)
+    handlers, level, httpx_level = root.handlers[:], root.level, httpx_log.level
     try:
-        yield
+        yield root
     finally:
         for handler in root.handlers:
-            handler.close()
-        root.handlers, level, httpx_level = saved
+            if handler not in handlers:
+                handler.close()
+        root.handlers = handlers
         root.setLevel(level)
         httpx_log.setLevel(httpx_level)
+
+
+@contextlib.contextmanager
+def _fresh_logging() -> Iterator[None]:
+    """The root logger as a fresh process has it (no handlers, WARNING), so ``cli.main``'s own
+    ``logging.basicConfig`` installs its handler on the captured stderr."""
+    with saved_logging() as root:
+        root.handlers = []
+        root.setLevel(logging.WARNING)
+        yield
 
 
 @contextlib.contextmanager
