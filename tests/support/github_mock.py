@@ -60,6 +60,7 @@ from typing import Any
 import pytest
 
 from graphql_mock import GraphQLMock
+from missing_tool import missing_tool
 
 ROOT = Path(__file__).resolve().parents[2]
 TOOLS = ROOT / "tools" / "test"
@@ -810,9 +811,7 @@ def webhook_examples(event: str) -> list[dict[str, Any]]:
     )
     if not index.exists():
         message = f"@octokit/webhooks-examples is not installed: run `npm ci` in {TOOLS}"
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {message}", pytrace=False)
-        pytest.skip(message)
+        missing_tool(message)
     for entry in json.loads(index.read_text(encoding="utf-8")):
         if entry["name"] == event:
             return entry["examples"]
@@ -877,9 +876,7 @@ def github_mock_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Moc
     """Start the proxy and Prism once per session; stop them (process group) at the end."""
     missing = prism_available()
     if missing:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"CI=true but {missing}", pytrace=False)
-        pytest.skip(missing)
+        missing_tool(missing)
     mock_ref: dict[str, Any] = {}
     server = ThreadingHTTPServer(("127.0.0.1", _proxy_port()), _make_handler(mock_ref))
     server.daemon_threads = True
