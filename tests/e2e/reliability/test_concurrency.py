@@ -98,7 +98,10 @@ class Choreography:
 def _inputs(fleet: FaultFleet, account: str, token: str) -> dict[str, str]:
     # state: none keeps the comment calls (and the barriers set on them) exactly the
     # publisher's (the comment store's one read before the review is tested in test_memory_action)
-    policy = policy_toml(fleet, account, head=FAST)
+    # the default pause between GitHub writes (1 s), under which these races were choreographed:
+    # at 0 the later run's list could already see the earlier run's comment (a missed race)
+    head = FAST.replace("write_interval = 0", "write_interval = 1")
+    policy = policy_toml(fleet, account, head=head)
     return {"policy": policy, "github-token": token, "state": "none"}
 
 
