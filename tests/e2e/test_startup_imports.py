@@ -2,10 +2,10 @@
 start-up goal).
 
 The path to the first request is the imports, the policy, the discovery report, the catalog and
-the memory: the review stages, the renderer, the action's inputs, PyGithub, redis-py, the TOML
-parser (no policy file) and httpx's command-line client (click, rich, pygments, whenever they
-are installed) are no part of it. ``bench/startup.py`` times that path; this test pins what it
-loads (no timing).
+the memory: the review stages, the renderer, the report's and the action's records, the action's
+inputs, PyGithub, redis-py, the TOML parser (no policy file), httpx's command-line client
+(click, rich, pygments, whenever they are installed) and pydantic's plugin lookup are no part of
+it. ``bench/startup.py`` times that path; this test pins what it loads (no timing).
 """
 
 from __future__ import annotations
@@ -36,8 +36,11 @@ PROBE = textwrap.dedent(
         if event == "socket.connect" and not seen:
             loaded = sorted(m for m, mod in sys.modules.items() if mod is not None)
             seen.append(1)
+            loader = sys.modules.get("pydantic.plugin._loader")
+            scanned = loader is not None and loader._plugins is not None
             with open(out, "w") as f:
-                json.dump({"modules": loaded, "frozen": gc.get_freeze_count()}, f)
+                json.dump({"modules": loaded, "frozen": gc.get_freeze_count(),
+                           "plugins_scanned": scanned}, f)
 
     sys.addaudithook(at_first_connect)
     sys.argv = ["relay-review", *sys.argv[2:]]
@@ -50,6 +53,9 @@ PROBE = textwrap.dedent(
 #: Module names (and their submodules) that must not load before the first request.
 NOT_BEFORE_THE_FIRST_REQUEST = (
     "relay_review.render",
+    "relay_review.records.report",  # the run's report: built after the reply
+    "relay_review.records.action",
+    "relay_review.records.finding",
     "relay_review.review",
     "relay_review.pipeline.review",
     "relay_review.pipeline.publish",
@@ -98,3 +104,5 @@ def test_a_command_loads_only_its_path_before_the_first_request(
     assert early == [], f"loaded before the first request: {early}"
     assert "relay_review.pipeline.routes" in loaded["modules"]  # the probe saw the command's path
     assert loaded["frozen"] > 0, "the command's imports were not frozen out of collection"
+    # pydantic's plugin lookup reads every installed package's metadata; relay-review has none
+    assert not loaded["plugins_scanned"], "pydantic looked for plugins (entry points)"

@@ -19,16 +19,20 @@ import hmac
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from relay_review.config import MemoryPolicy, Policy
 from relay_review.kinds import KINDS, fill_base_url
 from relay_review.pipeline.route_memory import Origins, Recalled, horizon, recall, remember
-from relay_review.records import CatalogEntry, MemoryReport
+from relay_review.records import CatalogEntry
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
+
+if TYPE_CHECKING:
+    from relay_review.records import MemoryReport
 
 #: The HMAC key of key fingerprints: a fixed, public domain tag. A fingerprint must be the same
 #: in every repository that uses the key (so they share one budget) and must not reveal it; the
@@ -209,6 +213,8 @@ class RunMemory:
         avoided = self.chunks_avoided + max(0, len(blind) - probes_sent)
         if not self.store.keeps:
             avoided = 0
+        from relay_review.records import MemoryReport  # after the reply: the report's records
+
         r = self.recalled
         return MemoryReport(
             store=self.store.kind,

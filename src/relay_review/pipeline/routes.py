@@ -22,15 +22,7 @@ from relay_review.github.log import say
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
-from relay_review.records import (
-    Account,
-    Catalog,
-    ChatMessage,
-    ChatReport,
-    DayCount,
-    PreflightReport,
-    QuotaReport,
-)
+from relay_review.records import Account, Catalog, ChatMessage, DayCount, QuotaReport
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.send import ChatFn
@@ -40,6 +32,7 @@ from relay_review.state.ledger import Budget
 
 if TYPE_CHECKING:
     from relay_review.providers.discovery import DiscoveryResult
+    from relay_review.records import ChatReport, PreflightReport
 
 log = logging.getLogger("relay_review.routing")
 
@@ -186,6 +179,8 @@ async def preflight(
     async with session:
         await session.wait_preflight()
     memory.save(session, policy)
+    from relay_review.records import PreflightReport  # after the probes: the report's records
+
     return PreflightReport(
         catalog=catalog.summary(),
         readiness=session.readiness(),
@@ -217,6 +212,8 @@ async def chat(
         )
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
     memory.save(session, policy)
+    from relay_review.records import ChatReport  # after the reply: the report's records
+
     return ChatReport(
         time_to_reply_s=time_to_reply if result.served_by else None,  # no reply, no time
         reply=result.reply,

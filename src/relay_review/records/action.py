@@ -1,6 +1,6 @@
 """What the action adds to the report: where it ran, the policy and its source, the pull
-request, how discovery went per account, what was posted on GitHub (sticky comment, line
-comments, threads) and the findings across pushes."""
+request, what was posted on GitHub (sticky comment, line comments, threads) and the findings
+across pushes (how discovery went per account: :mod:`.discovery`)."""
 
 from __future__ import annotations
 
@@ -92,47 +92,6 @@ class PullRequestReport(BaseModel):
     head_sha: str | None = None
     base_sha: str | None = None
     private: bool | None = None
-
-
-class DiscoveredAccount(BaseModel):
-    """How discovery went for one account (never holds a key): built by discovery, shown in
-    its progress lines, kept in the report."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True)
-
-    account: str
-    kind: str
-    status: str  # "ok", "error" or "skipped"
-    listed: int = 0
-    kept: int = 0
-    error: str | None = None
-    #: The listed ids left out, by reason.
-    dropped: dict[str, int] = Field(default_factory=dict)
-
-    def dropped_text(self) -> str:
-        """``"image 56, audio 16"``: the models left out by reason, most first ("" for none)."""
-        ranked = sorted(self.dropped.items(), key=lambda item: (-item[1], item[0]))
-        return ", ".join(f"{reason} {count}" for reason, count in ranked)
-
-
-class DiscoveryError(BaseModel):
-    """One source discovery could not read: an account's listing, Models.dev or the ZDR feed
-    (the text scrubbed of every key)."""
-
-    model_config = ConfigDict(defer_build=True, frozen=True)
-
-    account: str
-    kind: str
-    error: str
-
-
-class DiscoveryReport(BaseModel):
-    """Discovery's accounts and errors, as the report holds them."""
-
-    model_config = ConfigDict(defer_build=True)
-
-    accounts: list[DiscoveredAccount] = Field(default_factory=list)
-    errors: list[DiscoveryError] = Field(default_factory=list)
 
 
 class _Present(BaseModel):

@@ -10,7 +10,6 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from relay_review.records.action import (
-    DiscoveryReport,
     GithubReport,
     Inline,
     LifecycleReport,
@@ -18,6 +17,7 @@ from relay_review.records.action import (
     PullRequestReport,
     RunContext,
 )
+from relay_review.records.discovery import DiscoveryReport
 from relay_review.records.finding import Finding
 from relay_review.records.quota import QuotaReport
 from relay_review.records.route import CatalogSummary
