@@ -5,13 +5,23 @@ once) and takes, per run, the fleet's arrival time of the first request minus th
 process was spawned (both on the system's monotonic clock): imports, the discovery file, the
 catalog and the memory load (``--state`` a state file the first run wrote), and nothing of the
 request itself. The bare interpreter's start (``python -c pass``) is printed beside it, and the
-CPU time (user + sys) of each whole run, start to exit, as the kernel counts it: the figure that
-stays put on a loaded machine, and what every ``relay-review`` subprocess of the test suite
-costs. The
-package is byte-compiled first (as an installed one is): with ``PYTHONDONTWRITEBYTECODE`` set,
-every run would otherwise compile relay-review's modules from source.
+CPU time (user + sys) of each whole run, start to exit, as the kernel counts it: what every
+``relay-review`` subprocess of the test suite costs. The package is byte-compiled first (as an
+installed one is): with ``PYTHONDONTWRITEBYTECODE`` set, every run would otherwise compile
+relay-review's modules from source.
 
-    python bench/startup.py [--runs 7]
+Machines differ (one of these 2-core machines ran the same code twice as slowly as another), so
+the same runs time a **floor**: a script that imports only asyncio and httpx and sends one POST
+with ``httpx.AsyncClient`` to the same fleet, what any httpx-based tool pays before its first
+request; relay-review's start-up is printed over it.
+
+With ``--instructions`` (needs valgrind) it also counts the instructions each process executes
+until its first ``connect`` (the same count on every machine of one architecture, load or not):
+relay-review, the floor, the floor with pydantic imported, and the bare interpreter. The CA
+bundle, which relay-review loads in a thread while the rest of the path runs (OpenSSL, without
+the GIL), is counted on its own too.
+
+    python bench/startup.py [--runs 7] [--instructions]
 
 Goal: median start-up <= 0.2 s.
 """
@@ -22,6 +32,8 @@ import argparse
 import compileall
 import json
 import os
+import re
+import shutil
 import statistics
 import subprocess
 import sys
@@ -30,9 +42,33 @@ import time
 from pathlib import Path
 
 import relay_review
+from relay_review.drill.fleet import FaultFleet
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
 
 SCENARIO = Scenario("startup", "one healthy route", {"solo": {"vendor/model": "healthy"}})
+
+#: The floor: asyncio, httpx and one POST to the URL in argv[1] (no CA bundle: the URL is http).
+FLOOR = """
+import asyncio, sys, httpx
+async def post():
+    async with httpx.AsyncClient(verify=False) as client:
+        await client.post(sys.argv[1], json={"model": "vendor/model", "messages": []})
+asyncio.run(post())
+"""
+
+#: Prefixed to a ``-c`` program under valgrind: the process ends at its first connect.
+AT_FIRST_CONNECT = (
+    "import os, sys\n"
+    "sys.addaudithook(lambda event, _: os._exit(0) if event == 'socket.connect' else None)\n"
+)
+
+#: relay-review as its console script runs it (``main()`` over ``sys.argv``).
+AS_THE_PROGRAM = (
+    "import sys\nsys.argv[0] = 'relay-review'\n"
+    "from relay_review.cli import main\nraise SystemExit(main())\n"
+)
+
+CA_BUNDLE = "import ssl, certifi\nssl.create_default_context(cafile=certifi.where())\n"
 
 
 def bare_start(runs: int) -> float:
@@ -57,36 +93,91 @@ def run_counted(command: list[str], env: dict[str, str], cwd: str) -> tuple[int,
     return proc.returncode, stderr, usage.ru_utime + usage.ru_stime
 
 
+def first_request_after(
+    command: list[str], env: dict[str, str], cwd: str, fleet: FaultFleet
+) -> tuple[float, float]:
+    """Spawn ``command``: seconds from its spawn to its first request at ``fleet``, and the
+    CPU seconds of the whole run."""
+    before = len(fleet.requests)
+    spawned = time.monotonic()
+    code, stderr, cpu = run_counted(command, env, cwd)
+    assert code == 0 and len(fleet.requests) > before, stderr
+    return fleet.requests[before].at - spawned, cpu
+
+
+def instructions(command: list[str], env: dict[str, str], cwd: str) -> int:
+    """Instructions ``command`` executes, all its threads, as valgrind counts them."""
+    counter = ["valgrind", "--tool=cachegrind", "--cache-sim=no", "--cachegrind-out-file=/dev/null"]
+    proc = subprocess.run([*counter, *command], env=env, cwd=cwd, capture_output=True, text=True)
+    found = re.search(r"I\s+refs:\s+([\d,]+)", proc.stderr)
+    assert proc.returncode == 0 and found, proc.stderr[-2000:]
+    return int(found.group(1).replace(",", ""))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=7)
+    parser.add_argument("--instructions", action="store_true", help="count them (valgrind)")
     args = parser.parse_args()
+    if args.instructions and not shutil.which("valgrind"):
+        parser.error("--instructions needs valgrind (apt-get install valgrind)")
     compileall.compile_dir(Path(relay_review.__file__).parent, quiet=1)
     env = {k: v for k, v in os.environ.items() if not k.startswith("RELAY_REVIEW_")}
     env.update(drill_environ(SCENARIO))
+    env.pop("PYTHONDONTWRITEBYTECODE", None)  # the floor's httpx, like relay-review, from .pyc
     with tempfile.TemporaryDirectory() as tmp, fleet_for(SCENARIO) as fleet:
         discovery = Path(tmp) / "discovery.json"
         discovery.write_text(json.dumps(discovery_for(SCENARIO, fleet)))
         state = Path(tmp) / "state.json"
-        command = [sys.executable, "-m", "relay_review", "chat", "--discovery", str(discovery)]
-        command += ["--message", "hi", "--format", "json", "--state", str(state)]
+        chat = ["chat", "--discovery", str(discovery), "--message", "hi", "--format", "json"]
+        chat += ["--state", str(state)]
+        command = [sys.executable, "-m", "relay_review", *chat]
+        floor = [sys.executable, "-c", FLOOR, fleet.base_url("solo") + "/chat/completions"]
+        first_request_after(command, env, tmp, fleet)  # writes the state file the others load
         startups: list[float] = []
+        floors: list[float] = []
         cpus: list[float] = []
-        for i in range(args.runs + 1):
-            before = len(fleet.requests)
-            spawned = time.monotonic()
-            code, stderr, cpu = run_counted(command, env, tmp)
-            assert code == 0, stderr
-            first = fleet.requests[before]
-            if i:  # the first run writes the state file the others load
-                startups.append(first.at - spawned)
-                cpus.append(cpu)
+        for _ in range(args.runs):  # interleaved: a slow moment slows both alike
+            startup, cpu = first_request_after(command, env, tmp, fleet)
+            startups.append(startup)
+            cpus.append(cpu)
+            floors.append(first_request_after(floor, env, tmp, fleet)[0])
+        counts = {}
+        if args.instructions:
+            at_connect = [sys.executable, "-c"]
+            counts = {
+                "relay-review chat": instructions(
+                    [*at_connect, AT_FIRST_CONNECT + AS_THE_PROGRAM, *chat], env, tmp
+                ),
+                "  of them the CA bundle, in its own thread": instructions(
+                    [*at_connect, CA_BUNDLE], env, tmp
+                )
+                - instructions([*at_connect, "import ssl, certifi"], env, tmp),
+                "floor (asyncio + httpx, one POST)": instructions(
+                    [*at_connect, AT_FIRST_CONNECT + FLOOR, floor[-1]], env, tmp
+                ),
+                "floor with pydantic imported": instructions(
+                    [*at_connect, AT_FIRST_CONNECT + "import pydantic.main\n" + FLOOR, floor[-1]],
+                    env,
+                    tmp,
+                ),
+                "bare interpreter": instructions([*at_connect, "pass"], env, tmp),
+            }
     bare = bare_start(args.runs)
     median = statistics.median(startups)
+    over = median - statistics.median(floors)
     print(f"runs {args.runs}: start-up (spawn -> first request) median {median:.3f}s")
     print(f"  min {min(startups):.3f}s, max {max(startups):.3f}s; bare interpreter {bare:.3f}s")
+    print(
+        f"  floor (asyncio + httpx, one POST) median {statistics.median(floors):.3f}s: "
+        f"relay-review adds {over:.3f}s ({median / statistics.median(floors):.2f} x the floor)"
+    )
     print(f"  cpu per run (user+sys, start to exit) median {statistics.median(cpus):.3f}s")
     print(f"  goal <= 0.200s: {'meets' if median <= 0.2 else 'MISSES'}")
+    if counts:
+        print("instructions to the first connect (valgrind; the same on every machine):")
+        for name, count in counts.items():
+            print(f"  {name:<44} {count / 1e6:7,.0f} M")
 
 
 if __name__ == "__main__":
