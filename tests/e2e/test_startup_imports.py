@@ -38,9 +38,16 @@ PROBE = textwrap.dedent(
             seen.append(1)
             loader = sys.modules.get("pydantic.plugin._loader")
             scanned = loader is not None and loader._plugins is not None
+            from pydantic import BaseModel
+            models, built = [BaseModel], []
+            while models:
+                model = models.pop()
+                models.extend(model.__subclasses__())
+                if model.__module__.startswith("relay_review.") and model.__pydantic_complete__:
+                    built.append(model.__name__)
             with open(out, "w") as f:
                 json.dump({"modules": loaded, "frozen": gc.get_freeze_count(),
-                           "plugins_scanned": scanned}, f)
+                           "plugins_scanned": scanned, "validators": sorted(built)}, f)
 
     sys.addaudithook(at_first_connect)
     sys.argv = ["relay-review", *sys.argv[2:]]
@@ -49,6 +56,19 @@ PROBE = textwrap.dedent(
     raise SystemExit(main())
     """
 )
+
+#: The records whose validator may be built before the first request (building one is pydantic's
+#: schema work, a few per cent of the start-up each): what reads input (the discovery report's
+#: routes, the stored route memos), the catalog, a route's probe and the deadlines.
+VALIDATED_BEFORE_THE_FIRST_REQUEST = {
+    "Route",
+    "RouteMemo",
+    "CatalogEntry",
+    "CatalogReport",
+    "Catalog",
+    "Probe",
+    "Deadlines",
+}
 
 #: Module names (and their submodules) that must not load before the first request.
 NOT_BEFORE_THE_FIRST_REQUEST = (
@@ -84,15 +104,17 @@ def test_a_command_loads_only_its_path_before_the_first_request(
         discovery.write_text(json.dumps(discovery_for(SCENARIO, fleet)))
         out = tmp_path / "loaded.json"
         args = [*command, "--discovery", str(discovery), "--format", "json"]
-        proc = subprocess.run(
-            [sys.executable, "-c", PROBE, str(out), *args, "--state", str(tmp_path / "st.json")],
-            capture_output=True,
-            text=True,
-            env=env,
-            cwd=tmp_path,
-            timeout=120,
-        )
-        assert proc.returncode == 0, proc.stderr
+        args += ["--state", str(tmp_path / "st.json")]
+        for program in (["-m", "relay_review"], ["-c", PROBE, str(out)]):  # the first writes memory
+            proc = subprocess.run(
+                [sys.executable, *program, *args],
+                capture_output=True,
+                text=True,
+                env=env,
+                cwd=tmp_path,
+                timeout=120,
+            )
+            assert proc.returncode == 0, proc.stderr
         assert [r for r in fleet.requests if r.is_chat], "a chat request reached the fleet"
     loaded = json.loads(out.read_text())
     early = [
@@ -106,3 +128,8 @@ def test_a_command_loads_only_its_path_before_the_first_request(
     assert loaded["frozen"] > 0, "the command's imports were not frozen out of collection"
     # pydantic's plugin lookup reads every installed package's metadata; relay-review has none
     assert not loaded["plugins_scanned"], "pydantic looked for plugins (entry points)"
+    validators = set(loaded["validators"])
+    assert "Route" in validators  # the discovery report was read, and validated
+    if command[0] == "chat":  # the route that served is remembered: the second run reads it
+        assert "RouteMemo" in validators
+    assert validators <= VALIDATED_BEFORE_THE_FIRST_REQUEST, "a validator built before the request"

@@ -253,7 +253,7 @@ class KeptStore:
         self.inner = inner
         self.scope = scope  # the pull request's findings: read with what the review needs
         self.secrets = list(secrets)  # what the lifecycle's save is scrubbed of, like the review's
-        self.loaded = Memory()
+        self.loaded = Memory.of()
         self.saved: Memory | None = None
 
     @property

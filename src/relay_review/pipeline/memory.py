@@ -96,7 +96,7 @@ class RunMemory:
     """
 
     store: Store = field(default_factory=NullStore)
-    memory: Memory = field(default_factory=Memory)
+    memory: Memory = field(default_factory=Memory.of)
     recalled: Recalled = field(default_factory=Recalled)
     clock: Callable[[], float] = time.time
     reused_chunks: int = 0
@@ -105,7 +105,7 @@ class RunMemory:
     chunks_avoided: int = 0
     #: Why reviewable files were not reused (see :class:`relay_review.records.MemoryReport`).
     not_reused: str = ""
-    stored: Memory = field(default_factory=Memory)
+    stored: Memory = field(default_factory=Memory.of)
     #: account name -> identity, agent id -> stored route key (this run's catalog)
     identities: dict[str, str] = field(default_factory=dict)
     routes: dict[str, str] = field(default_factory=dict)
@@ -139,7 +139,7 @@ class RunMemory:
         routes = route_keys(entries, identities)
         wanted = Wanted.of(routes.values(), identities.values(), chunks, latest=latest)
         stored = store.load(limits(policy, now), wanted).fresh(now)
-        view = Memory(
+        view = Memory.of(
             routes={a: stored.routes[k] for a, k in routes.items() if k in stored.routes},
             accounts={n: stored.accounts[i] for n, i in identities.items() if i in stored.accounts},
             chunks=dict(stored.chunks),
@@ -239,7 +239,7 @@ class RunMemory:
         accounts.update(
             {self.identities[n]: v for n, v in self.memory.accounts.items() if n in self.identities}
         )
-        return Memory(routes=routes, accounts=accounts, chunks=dict(self.memory.chunks))
+        return Memory.of(routes=routes, accounts=accounts, chunks=dict(self.memory.chunks))
 
     def save(self, session: RoutingSession | None, policy: Policy) -> None:
         """Fold this run's route outcomes into the memory, scrub it of the run's secrets and

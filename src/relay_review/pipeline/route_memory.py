@@ -126,7 +126,7 @@ def horizon(policy: MemoryPolicy) -> float:
     """The longest a route, account or chunk memo may count: the largest ``[memory]`` time of
     ``policy`` but ``findings`` (a finding's state across pushes, bounded on its own); what
     records are read with (:func:`relay_review.pipeline.memory.limits`)."""
-    return max(float(v) for k, v in policy.model_dump().items() if k != "findings")
+    return max(float(getattr(policy, k)) for k in type(policy).model_fields if k != "findings")
 
 
 def longest_ttl(policy: MemoryPolicy) -> float:
@@ -237,7 +237,7 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
         if served and e.agent_id in board.outcomes:
             accounts.pop(e.account, None)
     linger = policy.timeout_max
-    return Memory(
+    return Memory.of(
         routes={
             k: v
             for k, v in routes.items()

@@ -392,9 +392,9 @@ class RedisStore:
             keys, values, bad = self._read(wanted or Wanted())
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
-            return Memory()
+            return Memory.of()
         kept: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
-        loaded = Loaded(Memory())
+        loaded = Loaded(Memory.of())
         for key, (section, ident) in keys.items():
             value = values.get(key)
             if value is None:

@@ -178,7 +178,7 @@ class NullStore:
     borrowed: Borrowed | None = None
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
-        return Memory()
+        return Memory.of()
 
     def save(self, memory: Memory) -> None:
         return None
@@ -213,17 +213,17 @@ class FileStore:
             with self._locked(), self.path.open("rb") as f:
                 data = f.read(self.limit + 1)  # never more than the bound into memory
         except FileNotFoundError:
-            return Memory()
+            return Memory.of()
         except OSError as exc:
             warn_unusable(str(self.path), f"cannot read: {exc.strerror or exc}")
-            return Memory()
+            return Memory.of()
         try:
             if len(data) > self.limit:
                 raise Unusable(f"more than the {self.limit} bytes allowed")
             return warn_entries(str(self.path), decode(data, self.limit, limits))
         except Unusable as exc:
             warn_unusable(str(self.path), str(exc))
-            return Memory()
+            return Memory.of()
 
     def save(self, memory: Memory) -> None:
         try:
@@ -330,13 +330,13 @@ class CommentStore:
             body = self.read_body()
         except Exception as exc:  # memory never fails a run
             warn_unusable("comment", f"cannot read the sticky comment: {type(exc).__name__}")
-            return Memory()
+            return Memory.of()
         try:
             loaded = read_payload(body, limits=limits)
-            return Memory() if loaded is None else warn_entries("comment", loaded)
+            return Memory.of() if loaded is None else warn_entries("comment", loaded)
         except Unusable as exc:
             warn_unusable("comment", str(exc))
-            return Memory()
+            return Memory.of()
 
     def _other(self, limits: Limits | None, wanted: Wanted | None) -> tuple[str, Memory] | None:
         """``(where, its route memory for wanted)`` of the newest usable other pull request."""
@@ -372,7 +372,7 @@ class CommentStore:
                 k: v for k, v in memory.accounts.items() if wanted is None or k in wanted.accounts
             }
             if routes or accounts:
-                found = (where, Memory(routes=routes, accounts=accounts))
+                found = (where, Memory.of(routes=routes, accounts=accounts))
                 break
         if ignored:
             log.warning(
