@@ -23,7 +23,7 @@ import sys
 from collections.abc import Iterator, Sequence
 from typing import NamedTuple
 
-from relay_review import __version__
+from relay_review import __version__, _tls
 from relay_review._signals import Cancelled, cancellable
 from relay_review.errors import UsageError
 
@@ -33,6 +33,8 @@ class Command(NamedTuple):
 
     module: str
     summary: str  # the module's ``help=`` (tests/project/test_packaging.py checks they agree)
+    #: It sends requests to providers: the TLS context starts loading as the program starts.
+    sends: bool = True
 
 
 #: command name -> its module (imported only when the command runs) and its one-line summary.
@@ -44,6 +46,7 @@ COMMANDS: dict[str, Command] = {
     "catalog": Command(
         "relay_review.commands.catalog",
         "select routes round-robin across accounts (free before priced, ZDR first)",
+        sends=False,
     ),
     "preflight": Command(
         "relay_review.commands.preflight",
@@ -90,7 +93,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"relay-review {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help=VERBOSE)
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", required=True)
-    for name, (module_name, summary) in COMMANDS.items():
+    for name, (module_name, summary, _) in COMMANDS.items():
         if name == command:
             importlib.import_module(module_name).add_parser(sub)
             # -v after the command too; SUPPRESS keeps a -v given before it
@@ -112,6 +115,8 @@ def main(argv: list[str] | None = None) -> int:
         # relay-review uses no pydantic plugin, and looking for them (entry points) reads the
         # metadata of every installed package at the first model built: 1 % of the start-up.
         os.environ.setdefault("PYDANTIC_DISABLE_PLUGINS", "__all__")
+    if command and COMMANDS[command].sends and not {"-h", "--help"} & set(argv):
+        _tls.warm()  # on the other core, while the command's modules import
     with imports_uncollected(process):
         parser = build_parser(command)
     args = parser.parse_args(argv)

@@ -17,14 +17,13 @@ from typing import Any
 
 import httpx
 
-from relay_review import pipeline
+from relay_review import _tls, pipeline
 from relay_review.config import CatalogPolicy, Policy
 from relay_review.drill.fleet import FaultFleet
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
 from relay_review.records import ChatMessage, ChatReport, Cost, Route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
-from relay_review.routing.session import tls_context
 from relay_review.state import Store
 
 REFERENCE = "reference"
@@ -187,7 +186,7 @@ async def direct_latency(
     """Seconds for one request straight to the reference healthy route (no catalog, no probes)."""
     if REFERENCE not in fleet.accounts:
         return None
-    async with httpx.AsyncClient(verify=tls_context()) as client:
+    async with httpx.AsyncClient(verify=_tls.context()) as client:
         start = time.monotonic()
         outcome = await chat_call(
             client,

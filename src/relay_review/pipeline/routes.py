@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 import httpx
 
+from relay_review import _tls
 from relay_review.config import Policy, key_conventions
 from relay_review.github import actions
 from relay_review.github.log import say
@@ -26,7 +27,7 @@ from relay_review.records import Account, Catalog, ChatMessage, DayCount, QuotaR
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.send import ChatFn
-from relay_review.routing.session import RoutingSession, warm_tls_context
+from relay_review.routing.session import RoutingSession
 from relay_review.state import Store
 from relay_review.state.ledger import Budget
 
@@ -69,8 +70,9 @@ async def published_health(
 
 def warm_up() -> None:
     """Start making what the first request needs (the TLS context, in a thread) while a command
-    still reads its policy, discovery report, catalog and memory."""
-    warm_tls_context()
+    still reads its policy, discovery report, catalog and memory (begun already when the
+    program started: :func:`relay_review.cli.main`)."""
+    _tls.warm()
 
 
 def spent(session: RoutingSession | None) -> QuotaReport:
@@ -114,7 +116,7 @@ def session_for(
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
     ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
-    warm_tls_context()
+    _tls.warm()
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,

@@ -16,13 +16,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import ssl
-import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 
 import httpx
 
+from relay_review._tls import context as tls_context
 from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.records import Attempt, CatalogEntry, ChatMessage, Outcome, Probe, Readiness
 from relay_review.routing import failover, progress
@@ -33,32 +32,6 @@ from relay_review.routing.preflight import run_preflight
 from relay_review.routing.send import ChatFn, KeyCheckFn, RunContext, api_key_for
 
 log = logging.getLogger("relay_review.preflight")
-
-
-_tls_lock = threading.Lock()
-_tls: list[ssl.SSLContext] = []
-
-
-def tls_context() -> ssl.SSLContext:
-    """The process's one TLS context for provider calls: loading the CA bundle costs tens of
-    milliseconds, which a run whose first request is its reply (a remembered route) would
-    otherwise pay inside its time to reply, and again for every session. Made once, by the
-    first caller (:func:`warm_tls_context`'s thread, usually); others wait for it."""
-    with _tls_lock:
-        if not _tls:
-            _tls.append(httpx.create_ssl_context())
-        return _tls[0]
-
-
-def warm_tls_context() -> None:
-    """Start making the TLS context in a thread (OpenSSL reads the CA bundle without the GIL),
-    so it is ready by the time the session opens, instead of delaying the first request.
-
-    Not a daemon thread: the interpreter joins it before it finalizes (a few tens of ms of
-    local file reading at most). A daemon thread still inside OpenSSL when a run that sent
-    nothing (every file reused) exited crashed the process (SIGSEGV, about 1 run in 20)."""
-    if not _tls:
-        threading.Thread(target=tls_context, name="tls-context").start()
 
 
 def default_chat() -> ChatFn:
