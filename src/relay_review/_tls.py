@@ -10,6 +10,7 @@ thread starts before anything heavy is imported.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import threading
 from typing import TYPE_CHECKING
@@ -55,6 +56,14 @@ def warm() -> None:
     with _lock:
         if _made or _started:
             return
-        thread = threading.Thread(target=context, name="tls-context")
+        thread = threading.Thread(target=_quietly, name="tls-context")
         _started.append(thread)
     thread.start()
+
+
+def _quietly() -> None:
+    """The thread's work. A context that cannot be made (``SSL_CERT_FILE`` naming no file) is
+    made again by the first request's caller, whose error says so where the run reports its
+    errors, instead of a thread's traceback."""
+    with contextlib.suppress(Exception):
+        context()

@@ -35,6 +35,21 @@ def test_the_tls_warm_up_thread_is_joined_before_the_interpreter_finalizes(monke
     assert len(_tls._started) == 1
 
 
+def test_a_context_the_thread_cannot_make_fails_the_caller_not_the_thread(
+    monkeypatch, tmp_path
+) -> None:
+    monkeypatch.setattr(_tls, "_made", [])
+    monkeypatch.setattr(_tls, "_started", [])
+    monkeypatch.setenv("SSL_CERT_FILE", str(tmp_path / "missing.pem"))
+    raised: list[threading.ExceptHookArgs] = []
+    monkeypatch.setattr(threading, "excepthook", raised.append)
+    _tls.warm()
+    _tls._started[0].join(10)
+    assert raised == [] and _tls._made == []
+    with pytest.raises(FileNotFoundError):
+        _tls.context()
+
+
 def _alike(ours: ssl.SSLContext, theirs: ssl.SSLContext) -> None:
     assert ours.verify_mode == theirs.verify_mode == ssl.CERT_REQUIRED
     assert ours.check_hostname and theirs.check_hostname
