@@ -15,6 +15,8 @@ import os
 import threading
 from typing import TYPE_CHECKING
 
+from relay_review.errors import UsageError
+
 if TYPE_CHECKING:
     import ssl
 
@@ -26,13 +28,21 @@ _started: list[threading.Thread] = []
 def make() -> ssl.SSLContext:
     """The context httpx makes for ``verify=True`` (``httpx.create_ssl_context()``): the CA file
     or directory that ``SSL_CERT_FILE`` or ``SSL_CERT_DIR`` names when set, else certifi's
-    bundle (tests/unit/test_tls.py holds the two alike)."""
+    bundle (tests/unit/test_tls.py holds the two alike); :class:`UsageError` naming the
+    variable when what it names cannot be read."""
     import ssl
 
-    if os.environ.get("SSL_CERT_FILE"):
-        return ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
-    if os.environ.get("SSL_CERT_DIR"):
-        return ssl.create_default_context(capath=os.environ["SSL_CERT_DIR"])
+    for name in ("SSL_CERT_FILE", "SSL_CERT_DIR"):
+        path = os.environ.get(name)
+        if path:
+            file, folder = (path, None) if name == "SSL_CERT_FILE" else (None, path)
+            try:
+                return ssl.create_default_context(cafile=file, capath=folder)
+            except (OSError, ssl.SSLError) as exc:
+                why = getattr(exc, "strerror", None) or exc
+                raise UsageError(
+                    f"{name}={path}: no CA certificates could be read ({why})"
+                ) from None
     import certifi  # httpx's own dependency, imported late as httpx does
 
     return ssl.create_default_context(cafile=certifi.where())

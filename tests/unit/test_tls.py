@@ -3,6 +3,7 @@ program starts, and the same context httpx would make."""
 
 from __future__ import annotations
 
+import os
 import ssl
 import subprocess
 import sys
@@ -13,7 +14,9 @@ import certifi
 import httpx
 import pytest
 
+from cli_harness import run_cli
 from relay_review import _tls
+from relay_review.errors import UsageError
 
 
 def test_the_tls_warm_up_thread_is_joined_before_the_interpreter_finalizes(monkeypatch) -> None:
@@ -46,8 +49,20 @@ def test_a_context_the_thread_cannot_make_fails_the_caller_not_the_thread(
     _tls.warm()
     _tls._started[0].join(10)
     assert raised == [] and _tls._made == []
-    with pytest.raises(FileNotFoundError):
+    with pytest.raises(UsageError, match=r"^SSL_CERT_FILE=.*missing\.pem: no CA certificates"):
         _tls.context()
+
+
+def test_a_bad_ssl_cert_file_is_a_usage_error_naming_it(monkeypatch, tmp_path) -> None:
+    """What the variable names is the run's configuration: exit 2 and one line, no traceback."""
+    monkeypatch.setattr(_tls, "_made", [])
+    monkeypatch.setattr(_tls, "_started", [])
+    bad = tmp_path / "not-a-bundle.pem"
+    bad.write_text("not a certificate\n")
+    run = run_cli("drill", env={**os.environ, "SSL_CERT_FILE": str(bad)}, cwd=tmp_path)
+    assert run.returncode == 2
+    assert f"relay-review drill: error: SSL_CERT_FILE={bad}: no CA certificates" in run.stderr
+    assert "Traceback" not in run.stderr
 
 
 def _alike(ours: ssl.SSLContext, theirs: ssl.SSLContext) -> None:
