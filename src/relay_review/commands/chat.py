@@ -43,7 +43,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     if args.message_file:

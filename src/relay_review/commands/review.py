@@ -52,7 +52,6 @@ def _read(path: str, what: str) -> bytes:
 
 
 def run(args: argparse.Namespace) -> int:
-    pipeline.warm_up()  # while the policy, discovery, catalog and memory load
     policy = policy_from_args(args)
     catalog = catalog_from_args(args, policy)
     try:

@@ -24,12 +24,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from relay_review.pipeline.routes import chat, preflight, warm_up
+    from relay_review.pipeline.routes import chat, preflight
 
 # ``review`` (the review flow) is not imported here: ``chat`` and ``preflight`` must not load the
 # review stages (prompt, verdict, diff parsing) before their first request; import it from
 # :mod:`.review`.
-__all__ = ["chat", "preflight", "run_sync", "warm_up"]
+__all__ = ["chat", "preflight", "run_sync"]
 
 
 def run_sync(coro: Any) -> Any:
@@ -40,9 +40,9 @@ def run_sync(coro: Any) -> Any:
 
 
 def __getattr__(name: str) -> Any:
-    """``chat``, ``preflight`` and ``warm_up`` from :mod:`.routes`, imported on first use: the
+    """``chat`` and ``preflight`` from :mod:`.routes`, imported on first use: the
     ``catalog`` command reaches :mod:`.catalog` through this package without loading them."""
-    if name in ("chat", "preflight", "warm_up"):
+    if name in ("chat", "preflight"):
         from relay_review.pipeline import routes
 
         return getattr(routes, name)

@@ -68,13 +68,6 @@ async def published_health(
     return catalog, health
 
 
-def warm_up() -> None:
-    """Start making what the first request needs (the TLS context, in a thread) while a command
-    still reads its policy, discovery report, catalog and memory (begun already when the
-    program started: :func:`relay_review.cli.main`)."""
-    _tls.warm()
-
-
 def spent(session: RoutingSession | None) -> QuotaReport:
     """What the session let out per account (probes and serving; none held back) and, while it
     had the shared ledger, every run's requests in the last 24 h of each account with a daily
@@ -116,7 +109,7 @@ def session_for(
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
     ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
-    _tls.warm()
+    _tls.warm()  # begun already when run as a command (relay_review.cli.main); not by callers
     return RoutingSession(
         catalog.selected,
         preflight=policy.preflight,
