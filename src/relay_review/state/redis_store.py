@@ -66,7 +66,6 @@ from relay_review.state.memory import (
     Memory,
     RouteMemo,
     Unusable,
-    assemble,
     entry,
     parse,
 )
@@ -411,7 +410,7 @@ class RedisStore:
         for why in self._refused:
             loaded.drop(why)
         self._bad = bad
-        loaded.memory = assemble(kept)
+        loaded.memory = Memory.of(**kept)  # each entry validated by entry()
         if loaded.ignored:
             log.warning(
                 "state %s: %d unusable entries ignored (%s); this run deletes or overwrites them",
