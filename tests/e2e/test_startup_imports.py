@@ -3,9 +3,10 @@ start-up goal).
 
 The path to the first request is the imports, the policy, the discovery report, the catalog and
 the memory: the review stages, the renderer, the report's and the action's records, the action's
-inputs, PyGithub, redis-py, the TOML parser (no policy file), httpx's command-line client
-(click, rich, pygments, whenever they are installed) and pydantic's plugin lookup are no part of
-it. ``bench/startup.py`` times that path; this test pins what it loads (no timing).
+inputs, live discovery, the quota records, PyGithub, redis-py, the TOML parser (no policy file),
+httpx's command-line client (click, rich, pygments, whenever they are installed) and pydantic's
+plugin lookup are no part of it. ``bench/startup.py`` times that path; this test pins what it
+loads (no timing).
 """
 
 from __future__ import annotations
@@ -81,6 +82,9 @@ NOT_BEFORE_THE_FIRST_REQUEST = (
     "relay_review.pipeline.publish",
     "relay_review.github.client",
     "relay_review.config.inputs",  # the action's inputs
+    "relay_review.providers.discovery",  # live discovery: the command reads a discovery file
+    "relay_review.records.discovery",
+    "relay_review.records.quota",  # what the run cost: counted after the reply
     "github",  # PyGithub
     "redis",
     "unidiff",

@@ -23,7 +23,7 @@ from relay_review.github.log import say
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
-from relay_review.records import Account, Catalog, ChatMessage, DayCount, QuotaReport
+from relay_review.records import Account, Catalog, ChatMessage
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.send import ChatFn
@@ -33,7 +33,7 @@ from relay_review.state.ledger import Budget
 
 if TYPE_CHECKING:
     from relay_review.providers.discovery import DiscoveryResult
-    from relay_review.records import ChatReport, PreflightReport
+    from relay_review.records import ChatReport, PreflightReport, QuotaReport
 
 log = logging.getLogger("relay_review.routing")
 
@@ -72,6 +72,8 @@ def spent(session: RoutingSession | None) -> QuotaReport:
     """What the session let out per account (probes and serving; none held back) and, while it
     had the shared ledger, every run's requests in the last 24 h of each account with a daily
     budget (the run's part of ``quota``; :func:`quota_report` adds the key facts)."""
+    from relay_review.records import DayCount, QuotaReport  # after the reply: not at start-up
+
     if session is None or session.budgets is None:
         return QuotaReport()
     budgets = session.budgets
@@ -88,6 +90,8 @@ def quota_report(health: PublishedHealth, cost: QuotaReport | None) -> QuotaRepo
     """What the run cost each account (``cost``, from :func:`spent`: requests let out, probes
     included; every run's requests of the day where a shared ledger counted them) and, where
     the key endpoint said, the account's free tier (for the footer and the step summary)."""
+    from relay_review.records import QuotaReport
+
     cost = cost or QuotaReport()
     return QuotaReport(
         requests_by_account=cost.requests_by_account,

@@ -36,14 +36,16 @@ import math
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from relay_review import __version__
-from relay_review.providers.discovery.listings import FetchError, get_json
-from relay_review.records import CatalogEntry, KeyUsage
+from relay_review.records import CatalogEntry
 from relay_review.redact import redact
+
+if TYPE_CHECKING:
+    from relay_review.records import KeyUsage
 
 #: The provider kinds whose health this module reads (only OpenRouter publishes it).
 HEALTH_KINDS = frozenset({"openrouter"})
@@ -96,6 +98,8 @@ def _credits(value: Any) -> float | None:
 def key_info(account: str, payload: Any) -> KeyUsage:
     """The key endpoint's reply as :class:`KeyUsage` (unknown or unreadable fields: None;
     ``free_per_day`` the documented allowance when the key is on the free tier)."""
+    from relay_review.records import KeyUsage  # the quota records: only once a key was read
+
     data = payload.get("data") if isinstance(payload, Mapping) else None
     if not isinstance(data, Mapping):
         raise ValueError('unexpected reply: expected {"data": {...}}')
@@ -131,6 +135,8 @@ class PublishedHealth:
 
 async def _get(client: httpx.AsyncClient, url: str, key: str, timeout: float) -> Any:
     """GET one JSON listing with the account's key (discovery's bounded fetch; FetchError)."""
+    from relay_review.providers.discovery.listings import get_json
+
     payload, _ = await get_json(client, url, timeout, {"Authorization": f"Bearer {key}"})
     return payload
 
@@ -154,6 +160,10 @@ async def read_health(
     ]
     if not keyed:
         return result
+    # discovery's package loads here, not with this module: a run from a discovery file that
+    # reads no health (no OpenRouter route with a key) sends its first request without it
+    from relay_review.providers.discovery.listings import FetchError
+
     secrets = sorted({environ[e.route.api_key_env].strip() for e in keyed}, key=len, reverse=True)
     models: dict[tuple[str, str], list[CatalogEntry]] = {}
     for e in keyed:
