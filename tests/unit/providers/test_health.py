@@ -188,9 +188,12 @@ def entry_json(agent: str, uptime: float | None, priority: int) -> dict:
 
 def test_readiness_table_and_footer_show_the_prior_and_the_cost() -> None:
     selected = [entry_json("q/ok", 99.5, 2), entry_json("o/low", 62.0, 1)]
-    assert "uptime" not in entry_json("x/none", None, 1)
-    table = readiness_table(selected, [], None)
+    unknown = entry_json("x/none", None, 3)  # no published uptime: none shown, none stored
+    assert "uptime" not in unknown.model_dump(mode="json")
+    table = readiness_table([*selected, unknown], [], None)
     assert "free, uptime 99.5 %" in table and "free, uptime 62 %" in table
+    (row,) = [line for line in table.splitlines() if "x/none" in line]
+    assert "uptime" not in row and " free " in row
     report = {
         "decision": "approve",
         "summary": "fine",
