@@ -27,7 +27,14 @@ from relay_review.providers.health import (
     percent,
     read_health,
 )
-from relay_review.records import Catalog, CatalogEntry, Cost, QuotaReport, RunReport
+from relay_review.records import (
+    Catalog,
+    CatalogEntry,
+    Cost,
+    QuotaReport,
+    RunReport,
+    SelectedRoute,
+)
 from relay_review.render import comment_markdown, quota_line, readiness_table
 from relay_review.routing.catalog import build_catalog, parse_discovery, rank_by_uptime
 
@@ -175,7 +182,7 @@ def test_zdr_first_stays_above_the_prior() -> None:
 # --- rendering ---------------------------------------------------------------------------------
 
 
-def entry_json(agent: str, uptime: float | None, priority: int) -> dict:
+def entry_json(agent: str, uptime: float | None, priority: int) -> SelectedRoute:
     e = CatalogEntry(
         route=parse_discovery({"routes": [route("openrouter", agent)]})[0],
         cost=Cost.FREE,
