@@ -109,15 +109,21 @@ def test_docker_stop_ends_the_run_at_once(tmp_path: Path) -> None:
     lines: queue.Queue[str] = queue.Queue()
     reader = threading.Thread(target=lambda: [lines.put(x) for x in proc.stderr], daemon=True)
     reader.start()
-    first = lines.get(timeout=STARTED_WITHIN_S)
-    assert "waiting for" in first, first
-    started = time.monotonic()
-    subprocess.run(["docker", "stop", name], check=True, capture_output=True, timeout=30)
-    proc.wait(timeout=30)
+    try:
+        first = lines.get(timeout=STARTED_WITHIN_S)
+        assert "waiting for" in first, first
+        started = time.monotonic()
+        subprocess.run(["docker", "stop", name], check=True, capture_output=True, timeout=30)
+        proc.wait(timeout=30)
+    finally:  # a run that never started or never stopped is not left behind
+        if proc.poll() is None:
+            subprocess.run(["docker", "rm", "--force", name], capture_output=True, timeout=30)
+            proc.kill()
     reader.join(timeout=5)
     stderr = first + "".join(lines.queue)
     assert time.monotonic() - started < 8
     assert proc.returncode == 128 + signal.SIGTERM, stderr
+    assert "relay-review drill: cancelled by SIGTERM" in stderr, stderr
     assert "Traceback" not in stderr
 
 
