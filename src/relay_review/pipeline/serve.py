@@ -18,6 +18,7 @@ from relay_review.config import Policy
 from relay_review.providers.chat.forms import DOCUMENTED_RESPONSE_FORMS, refuses_response_format
 from relay_review.records import Attempt, Catalog, CatalogEntry, ChatMessage, Finding, Outcome
 from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, plan_chunks
+from relay_review.review.citations import covers, points_at_shown_code
 from relay_review.review.decision import merge_findings
 from relay_review.review.diff import DiffIndex
 from relay_review.review.evidence import all_invented, evidence_problem
@@ -199,6 +200,13 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
         verdict.verified = merge_findings([verified, verified2])
         verdict.unverified = [
             (r.finding, f"{r.reason} (after the repair round)") for r in rejected2
+        ] + [
+            (r.finding, f"{r.reason} (dropped in the repair round)")
+            for r in rejected
+            if points_at_shown_code(r.finding, chunk.index)
+            and not any(
+                covers(v, r.finding) for v in [*verified2, *(r2.finding for r2 in rejected2)]
+            )
         ]
         verdict.summary = second.reply.summary or parsed.reply.summary
         verdict.cut = second.cut

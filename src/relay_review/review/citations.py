@@ -168,3 +168,13 @@ def points_at_shown_code(finding: Finding, index: DiffIndex) -> bool:
     if cited is not None and excerpt_of(finding.quote, cited):
         return True
     return any(quote_matches(finding.quote, text) for *_, text in index.locations())
+
+
+def covers(repaired: Finding, rejected: Finding) -> bool:
+    """Whether the repair round's ``repaired`` finding restates the first round's ``rejected``
+    one: the same file, and the same line or a quote that identifies the repaired finding's
+    quoted line (the model fixed the number). A first-round finding about shown code that no
+    repaired finding covers was dropped by the repair reply, and still keeps approve away."""
+    if repaired.path != rejected.path:
+        return False
+    return repaired.line == rejected.line or quote_matches(rejected.quote, repaired.quote)

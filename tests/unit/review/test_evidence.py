@@ -212,6 +212,37 @@ async def test_a_reply_cut_at_max_tokens_keeps_its_complete_findings_and_is_part
     assert report["decision"] == "comment" and "cut off" in report["partial"]
 
 
+QUIET = '{"summary": "Looks fine after all.", "findings": []}'
+
+
+@pytest.mark.parametrize(
+    "first",
+    [
+        pytest.param(finding(quote="shell=True"), id="an excerpt on the injection line"),
+        pytest.param(finding(line=SHELL_LINE + 1), id="the injection line's quote, one line off"),
+    ],
+)
+async def test_a_finding_the_repair_reply_drops_still_keeps_approve_away(first: dict) -> None:
+    """The first reply cites the injection line badly; the repair reply answers 'no findings'.
+    The dropped finding is still about shown changed code: listed as unverified, never approve."""
+    replies = iter([json.dumps({"summary": "Injection risk.", "findings": [first]}), QUIET])
+    chat = Scripted(lambda _body: ok(next(replies)))
+    report = await run(chat, policy())
+    assert len(chat.bodies) == 2  # the reply and its repair round
+    assert report["decision"] != "approve"
+    assert [u["line"] for u in report["unverified"]] == [first["line"]]
+    assert "dropped in the repair round" in report["unverified"][0]["reason"]
+
+
+async def test_a_finding_the_repair_round_puts_right_is_not_listed_twice() -> None:
+    one_off = json.dumps({"summary": "Injection risk.", "findings": [finding(line=SHELL_LINE + 1)]})
+    replies = iter([one_off, GOOD])
+    report = await run(Scripted(lambda _body: ok(next(replies))), policy())
+    assert report["decision"] == "request_changes"
+    assert [f["line"] for f in report["findings"]] == [SHELL_LINE]
+    assert report["unverified"] == []
+
+
 # ---------------------------------------------------------------------------------------------
 # request fields, and the response_format step down (scripted chat function, no sockets)
 
