@@ -170,3 +170,12 @@ def test_chunk_keys_are_32_hex_digits_as_the_org_scale_table_says(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     keys = list(json.loads(state.read_text())["chunks"])
     assert keys and all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
+
+
+@pytest.mark.parametrize("doc", ["README.md", "docs/reliability.md", "action.yml"])
+def test_no_doc_says_the_policy_is_read_at_the_base_commit(doc: str) -> None:
+    """The policy and the guidelines are read at the default branch's commit the workflow runs
+    from (``pipeline/policy.py``); the PR's author picks its base, so no doc may promise that."""
+    text = " ".join((ROOT / doc).read_text(encoding="utf-8").split())
+    said = re.findall(r"[^.]*\b(?:the|its|PR's|request's) \**base\** commit[^.]*", text, re.I)
+    assert said == [], said

@@ -222,7 +222,7 @@ class RunReport(BaseModel):
     memory: MemoryReport = Field(default_factory=MemoryReport)
     # set by the action (and the drill's provenance); absent from the JSON when unset
     provenance: str | None = None
-    #: The maintainers' guidelines the review followed, as ``path@sha12`` (base commit).
+    #: The maintainers' guidelines the review followed, as ``path@sha12`` (default branch).
     guidelines: str | None = None
     context: RunContext | None = None
     policy: PolicyReport | None = None
