@@ -344,12 +344,17 @@ def _reused_section(report: RunReport) -> Section | None:
 
 
 def _fault_word(probe: Probe, failure: Attempt | None) -> str | None:
-    """A route's fault in one word for the route summary (``stalled``, ``429``, ``no key``),
-    or ``None`` when it did not fail (ready, or never tried)."""
+    """A route's fault in a word or two for the route summary (``stalled``, ``429``, ``no key``,
+    ``bad reply``; ``too slow``: cancelled when a faster route took over), or ``None`` when it
+    did not fail (ready, or never tried). A status below 400 is no fault: the outcome says it."""
     if failure is not None:
         if failure.outcome == "timeout":
             return "stalled"
-        return str(failure.http_status) if failure.http_status else str(failure.outcome)
+        if failure.outcome == "cancelled":
+            return "too slow"
+        if failure.http_status and failure.http_status >= 400:
+            return str(failure.http_status)
+        return failure.outcome.replace("_", " ")
     status = probe.column
     if status in ("timeout", "abandoned"):
         return "stalled"

@@ -139,6 +139,18 @@ def test_the_unavailable_comment_ends_with_what_to_do_next() -> None:
     assert line == "No route served after 4 probes; 4 of 4 routes failed — stalled, 429, no key ×2."
 
 
+def test_a_bad_reply_inside_a_200_and_a_cancelled_loser_are_named_not_numbered() -> None:
+    """A liar's HTTP 200 is no status fault, and a route cancelled when a faster one took over
+    did not stall: the summary says what happened to each."""
+    attempts = [
+        {"agent_id": "a/stall", "phase": "first_byte", "outcome": "cancelled"},
+        {"agent_id": "c/gone", "phase": "body", "outcome": "bad_reply", "http_status": 200},
+        {"agent_id": "d/good", "phase": "body", "outcome": "ok", "http_status": 200},
+    ]
+    line = route_summary(RunReport.from_json(report(attempts=attempts)))
+    assert line.endswith("; 3 of 4 routes failed — too slow, 429, bad reply."), line
+
+
 def test_a_reply_whose_findings_were_all_rejected_gives_no_summary() -> None:
     unverified = [
         {
