@@ -27,6 +27,7 @@ from relay_review.state.memory import (
     RouteMemo,
     Unusable,
     decode,
+    depth,
     encode,
 )
 from relay_review.state.stores import CommentStore, payload_line, payload_of
@@ -342,3 +343,10 @@ def test_a_served_route_is_remembered_with_its_first_byte_clamped_to_the_bound()
             Outcome(kind=OutcomeKind.OK, first_byte_s=odd), served=True, now=1.0, policy=policy
         )
         assert memo is not None and memo.first_byte_s == kept, odd
+
+
+def test_depth_counts_brackets_outside_strings_only() -> None:
+    assert depth('{"a": "[[[{", "b": [[1]]}') == 3
+    assert depth('{"a": "x\\"[[[", "b": [1]}') == 2  # an escaped quote does not end the string
+    assert depth('{"a": "x\\\\", "b": [[1]]}') == 3  # an escaped backslash does
+    assert depth("[" * 50 + "]" * 50) == 50
