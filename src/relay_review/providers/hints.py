@@ -113,7 +113,7 @@ def read_rate_hint(
     for key in ("retry_after", "retry_after_seconds"):
         value = metadata.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
-            add(f"metadata {key}", max(0.0, float(value)))
+            add(f"metadata {key}", max(0.0, float(min(value, MAX_WAIT_S))))  # 1e400: no float
     quota_ids, delays = _google_details(error.get("details"))
     for delay in delays:
         add("retryDelay", parse_duration(delay))

@@ -16,7 +16,7 @@ scheme that is refused (``valkey://``: letters, digits and ``+.-`` only, never a
 from __future__ import annotations
 
 import re
-from urllib.parse import unquote, urlsplit
+from urllib.parse import parse_qsl, unquote, urlsplit
 
 #: ``word://`` at the start: a URL, never a path.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -141,10 +141,12 @@ def _check_redis_url(url: str, action: bool) -> None:
 
 
 def checks_off(url: str) -> bool:
-    """Whether a (checked) state URL turns certificate checks off (``ssl_cert_reqs=none``)."""
+    """Whether a (checked) state URL turns certificate checks off (``ssl_cert_reqs=none``),
+    read as redis-py reads it: percent-decoded (``%6eone`` is ``none``)."""
     if not url.startswith("rediss://"):
         return False
-    return "ssl_cert_reqs=none" in urlsplit(url).query.split("&")
+    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
+    return any(k == "ssl_cert_reqs" and v.lower() == "none" for k, v in query)
 
 
 def url_secrets(text: str) -> list[str]:

@@ -60,6 +60,8 @@ def test_retry_after_1e999_is_the_cap_and_99999999999_is_not_three_thousand_year
         assert hint.retry_after == MAX_WAIT_S
     body = {"error": {"metadata": {"retry_after": 1e308, "headers": {"Retry-After": "1e999"}}}}
     assert read_rate_hint({}, body).retry_after == MAX_WAIT_S
+    huge = json.loads('{"error": {"metadata": {"retry_after": 1' + "0" * 400 + "}}}")
+    assert read_rate_hint({}, huge).retry_after == MAX_WAIT_S  # an int no float can hold
 
 
 JSON = st.recursive(

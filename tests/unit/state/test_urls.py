@@ -111,9 +111,13 @@ def test_a_path_is_anything_not_shaped_like_a_url() -> None:
         check_state_url("valkey://cache.json")
 
 
-def test_certificate_checks_off_is_warned_once(caplog: pytest.LogCaptureFixture) -> None:
+@pytest.mark.parametrize("query", ["ssl_cert_reqs=none", "db=0&ssl_cert_reqs=%6eone"])
+def test_certificate_checks_off_is_warned_once(
+    caplog: pytest.LogCaptureFixture, query: str
+) -> None:
+    """Also when the value is percent-encoded: redis-py decodes it and turns the checks off."""
     with caplog.at_level(logging.WARNING):
-        store = open_store("rediss://:s3cretpw@127.0.0.1:1/0?ssl_cert_reqs=none")
+        store = open_store(f"rediss://:s3cretpw@127.0.0.1:1/0?{query}")
         store.load()
     warned = [r.getMessage() for r in caplog.records if "certificate check off" in r.getMessage()]
     assert len(warned) == 1 and "s3cretpw" not in warned[0]
