@@ -64,9 +64,9 @@ def percent(value: Any) -> float | None:
     """A published uptime as a percent in 0..100, or None when it is not a finite number."""
     if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    if not math.isfinite(value):
+    if isinstance(value, float) and not math.isfinite(value):
         return None
-    return min(100.0, max(0.0, float(value)))
+    return float(min(100.0, max(0.0, value)))  # clamped first: an int beyond a float's range
 
 
 def endpoint_uptime(endpoint: Any) -> float | None:
@@ -90,9 +90,13 @@ def model_uptime(payload: Any) -> float | None:
 
 
 def _credits(value: Any) -> float | None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+    if isinstance(value, bool) or not isinstance(value, int | float):
         return None
-    return max(0.0, float(value))
+    try:
+        number = float(value)
+    except OverflowError:  # an int beyond a float's range: no credit figure
+        return None
+    return max(0.0, number) if math.isfinite(number) else None
 
 
 def key_info(account: str, payload: Any) -> KeyUsage:

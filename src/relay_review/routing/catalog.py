@@ -61,11 +61,15 @@ def _price(raw: Mapping[str, Any], index: int, field: str) -> float | None:
             f"routes[{index}].{field}: expected a number or null, got {type(value).__name__} "
             f"{value!r:.40}"
         )
-    if math.isnan(value) or math.isinf(value):
-        raise CatalogInputError(f"routes[{index}].{field}: {value} is not a finite price")
-    if value < 0:
+    try:
+        price = float(value)
+    except OverflowError:  # an int beyond a float's range
+        price = math.inf
+    if not math.isfinite(price):
+        raise CatalogInputError(f"routes[{index}].{field}: {value!r:.40} is not a finite price")
+    if price < 0:
         raise CatalogInputError(f"routes[{index}].{field}: {value} is negative")
-    return float(value)
+    return price
 
 
 def _text(raw: Mapping[str, Any], index: int, field: str, *, required: bool) -> str | None:

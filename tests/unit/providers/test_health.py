@@ -23,6 +23,7 @@ from relay_review.pipeline.routes import published_health
 from relay_review.providers.health import (
     FREE_PER_DAY,
     endpoint_uptime,
+    key_info,
     model_uptime,
     percent,
     read_health,
@@ -83,6 +84,14 @@ def test_percent_clamps_and_ignores_what_is_not_a_finite_number() -> None:
     assert percent(250) == 100.0 and percent(-3) == 0.0 and percent(62.5) == 62.5
     for bad in (float("nan"), float("inf"), "99", None, True, [1]):
         assert percent(bad) is None
+    huge = json.loads("1" + "0" * 400)  # a JSON integer no float can hold
+    assert percent(huge) == 100.0 and percent(-huge) == 0.0
+
+
+def test_a_key_figure_no_float_can_hold_is_unknown_not_a_crash() -> None:
+    huge = json.loads('{"data": {"is_free_tier": true, "usage_daily": 1' + "0" * 400 + "}}")
+    info = key_info("openrouter", huge)
+    assert info.usage_daily is None and info.is_free_tier is True
 
 
 def test_an_endpoint_counts_its_worse_recent_figure_and_a_model_its_best_endpoint() -> None:

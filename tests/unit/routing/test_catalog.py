@@ -361,3 +361,17 @@ def test_readme_example_file_is_valid(tmp_path):
     example = Path(__file__).resolve().parents[3] / "examples" / "discovery-example.json"
     cat = select(json.loads(example.read_text())["routes"], None)
     assert cat.report.account_diversity == 3
+
+
+@pytest.mark.parametrize("price", ["1" + "0" * 400, "NaN", "-1"])
+def test_a_price_that_is_no_finite_number_exits_2_naming_the_field(tmp_path, capsys, price):
+    """A hand-written discovery file is input: an integer no float can hold is refused like
+    NaN (exit 2, the field named), not a traceback."""
+    route = (
+        '{"account": "a", "provider": "openai_compatible", "model": "m", '
+        '"base_url": "http://127.0.0.1:9/v1", "prompt_price_per_1k": ' + price + "}"
+    )
+    path = tmp_path / "d.json"
+    path.write_text('{"routes": [' + route + "]}")
+    assert main(["catalog", "--discovery", str(path)]) == 2
+    assert "routes[0].prompt_price_per_1k" in capsys.readouterr().err
