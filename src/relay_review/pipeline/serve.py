@@ -198,15 +198,14 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
             return False, None, f"repair reply: {refused}"
         verified2, rejected2 = validate_parts(second, chunk.index, max_findings=ask.max_findings)
         verdict.verified = merge_findings([verified, verified2])
+        restated = [*verified2, *(r.finding for r in rejected2)]
         verdict.unverified = [
             (r.finding, f"{r.reason} (after the repair round)") for r in rejected2
         ] + [
             (r.finding, f"{r.reason} (dropped in the repair round)")
             for r in rejected
             if points_at_shown_code(r.finding, chunk.index)
-            and not any(
-                covers(v, r.finding) for v in [*verified2, *(r2.finding for r2 in rejected2)]
-            )
+            and not any(covers(f, r.finding) for f in restated)
         ]
         verdict.summary = second.reply.summary or parsed.reply.summary
         verdict.cut = second.cut

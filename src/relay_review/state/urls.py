@@ -16,7 +16,7 @@ scheme that is refused (``valkey://``: letters, digits and ``+.-`` only, never a
 from __future__ import annotations
 
 import re
-from urllib.parse import parse_qsl, unquote, urlsplit
+from urllib.parse import unquote, urlsplit
 
 #: ``word://`` at the start: a URL, never a path.
 _SCHEME = re.compile(r"([A-Za-z][A-Za-z0-9+.-]*)://")
@@ -100,18 +100,15 @@ def _check_redis_url(url: str, action: bool) -> None:
         raise StateUrlError("has a port that is not a number up to 65535")
     if parts.path not in ("", "/") and not re.fullmatch(r"/[0-9]{1,5}", parts.path):
         raise StateUrlError("has a database that is not a number")
-    query = [item.partition("=") for item in parts.query.split("&") if item]
-    if any(not sep for _, sep, _ in query):
-        raise StateUrlError("has a query that is not name=value pairs")
-    query = [(name, "", unquote(value)) for name, _, value in query]
-    names = [name for name, _, _ in query]
+    query = query_pairs(parts.query)
+    names = [name for name, _ in query]
     if any(name not in QUERY for name in names) or len(set(names)) != len(names):
         raise StateUrlError(
             "has a query parameter that is not allowed (or given twice); use only ?prefix=P, "
             "?cluster=true|false and, for rediss://, ?ssl_cert_reqs=none|optional|required "
             "and ?ssl_ca_certs=PATH"
         )
-    values = {name: value for name, _, value in query}
+    values = dict(query)
     reqs = values.get("ssl_cert_reqs")
     if reqs is not None and (parts.scheme != "rediss" or reqs not in CERT_REQS):
         raise StateUrlError(
@@ -140,13 +137,21 @@ def _check_redis_url(url: str, action: bool) -> None:
         raise StateUrlError("names a database other than 0; a Redis Cluster has database 0 only")
 
 
+def query_pairs(query: str) -> list[tuple[str, str]]:
+    """A state URL's query as ``(name, value)`` pairs, each value percent-decoded (as redis-py
+    decodes it: ``%6eone`` is ``none``); raises :class:`StateUrlError` when it is not
+    name=value pairs."""
+    pairs = [item.partition("=") for item in query.split("&") if item]
+    if any(not sep for _, sep, _ in pairs):
+        raise StateUrlError("has a query that is not name=value pairs")
+    return [(name, unquote(value)) for name, _, value in pairs]
+
+
 def checks_off(url: str) -> bool:
-    """Whether a (checked) state URL turns certificate checks off (``ssl_cert_reqs=none``),
-    read as redis-py reads it: percent-decoded (``%6eone`` is ``none``)."""
+    """Whether a (checked) state URL turns certificate checks off (``ssl_cert_reqs=none``)."""
     if not url.startswith("rediss://"):
         return False
-    query = parse_qsl(urlsplit(url).query, keep_blank_values=True)
-    return any(k == "ssl_cert_reqs" and v.lower() == "none" for k, v in query)
+    return dict(query_pairs(urlsplit(url).query)).get("ssl_cert_reqs") == "none"
 
 
 def url_secrets(text: str) -> list[str]:
