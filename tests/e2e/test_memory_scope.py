@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 import redis
 
-from redis_server import RedisServer
+from redis_server import STATE_KEY, RedisServer
 from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill import FaultFleet
 from relay_review.pipeline.memory import FINGERPRINT_KEY, account_identities, account_identity
@@ -24,6 +24,7 @@ from relay_review.routing.catalog import build_catalog, parse_discovery
 from relay_review.state import CommentStore
 from relay_review.state.ledger import Budget, MemoryLedger
 from relay_review.state.redis_store import RedisStore
+from relay_review.state.seal import Seal
 from relay_review.state.stores import payload_of
 
 pytestmark = pytest.mark.integration
@@ -102,7 +103,9 @@ async def run(
 @pytest.fixture
 def shared(redis_server: RedisServer, request: pytest.FixtureRequest) -> RedisStore:
     """One org's Redis, a fresh prefix per test."""
-    return RedisStore(redis_server.url, prefix=f"scope-{request.node.name[:40]}:")
+    return RedisStore(
+        redis_server.url, prefix=f"scope-{request.node.name[:40]}:", seal=Seal(STATE_KEY)
+    )
 
 
 async def test_two_repositories_sharing_one_redis_never_share_a_verdict(
@@ -129,7 +132,7 @@ async def test_a_verdict_follows_the_account_identity_not_its_name(
     _, asked = await run(fleet, {"beta": "y"}, shared, "org/a")
     assert asked == 1
     # a server named like the first one but elsewhere: not the same account, asked again
-    store = RedisStore(shared.url, prefix=shared.prefix + "renamed:")
+    store = RedisStore(shared.url, prefix=shared.prefix + "renamed:", seal=Seal(STATE_KEY))
     await run(fleet, {"local": "x"}, store, "org/a")
     report, asked = await run(fleet, {"local": "y"}, store, "org/a")
     assert asked == 1 and report["memory"]["reused_chunks"] == 0

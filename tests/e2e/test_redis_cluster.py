@@ -18,6 +18,7 @@ import redis.cluster
 
 from ledger_load import run_load
 from redis_cluster import RedisCluster
+from redis_server import STATE_KEY
 from relay_review.drill import FaultFleet
 from relay_review.state import Wanted, open_store
 from relay_review.state.ledger import Budget
@@ -108,14 +109,14 @@ def test_memory_round_trips_across_nodes_reading_only_what_the_run_needs(
     with redis.cluster.RedisCluster.from_url(cluster.url) as client:
         for i in range(300):  # other setups' keys: never read
             client.set(f"other:{i}", "x" * 100)
-    first = open_store(cluster.url + "?prefix=t:")
+    first = open_store(cluster.url + "?prefix=t:", key=STATE_KEY)
     assert isinstance(first, RedisStore)
     first.save(memory)
     assert not first.health.broken and first.cluster is True  # detected from the server
     assert all(n > 100 for n in node_keys(cluster))  # entries on every node
     before = commands(cluster)
     wanted = Wanted.of(memory.routes, memory.accounts, memory.chunks, ["o/r#7:"])
-    again = open_store(cluster.urls[2] + "?prefix=t:").load(None, wanted)
+    again = open_store(cluster.urls[2] + "?prefix=t:", key=STATE_KEY).load(None, wanted)
     assert again == memory
     after = commands(cluster)
     used = {k: after.get(k, 0) - before.get(k, 0) for k in after}
@@ -124,7 +125,7 @@ def test_memory_round_trips_across_nodes_reading_only_what_the_run_needs(
     reads = used.get("cmdstat_getrange", 0)
     assert reads == 30 + 5 + 30 + 12  # exactly the named keys and the PR's findings
     # only some of them: the rest is not read
-    part = open_store(cluster.url + "?prefix=t:&cluster=true").load(
+    part = open_store(cluster.url + "?prefix=t:&cluster=true", key=STATE_KEY).load(
         None, Wanted.of(routes=["acct3/model"])
     )
     assert list(part.routes) == ["acct3/model"] and not part.chunks and not part.findings
@@ -168,10 +169,10 @@ async def fleet() -> AsyncIterator[FaultFleet]:
 async def test_a_review_on_a_cluster_reuses_its_verdict_and_remembers_its_route(
     fleet: FaultFleet, cluster: RedisCluster
 ) -> None:
-    store: Any = open_store(cluster.url + "?prefix=review:")
+    store: Any = open_store(cluster.url + "?prefix=review:", key=STATE_KEY)
     first, asked = await review_run(fleet, {"acme": "x"}, store, "org/a")
     assert asked == 1 and first["decision"] == "request_changes"
-    again_store: Any = open_store(cluster.urls[2] + "?prefix=review:")
+    again_store: Any = open_store(cluster.urls[2] + "?prefix=review:", key=STATE_KEY)
     again, asked = await review_run(fleet, {"acme": "x"}, again_store, "org/a")
     assert asked == 0 and again["memory"]["reused_chunks"] == 1
     # asked again on purpose: the route remembered as proven is not probed

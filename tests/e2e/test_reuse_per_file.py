@@ -270,13 +270,15 @@ async def test_a_redis_store_says_changed_since_like_the_comment_store(
     """Redis reads by name: a changed file's earlier unit has another key, so the store keeps a
     pointer to each file's latest unit (by scope and path) and the reason is the same as with
     the comment store ("changed since <sha>", not "no earlier review")."""
+    from redis_server import STATE_KEY
     from relay_review.state.redis_store import RedisStore
+    from relay_review.state.seal import Seal
 
-    store = RedisStore(redis_server.url, prefix="reuse:")
+    store = RedisStore(redis_server.url, prefix="reuse:", seal=Seal(STATE_KEY))
     one, _ = await run(fleet, ten_files(), store, SHA1)  # type: ignore[arg-type]
     assert one["memory"]["not_reused"] == "no earlier review"
     changed = FILES[3]
-    store = RedisStore(redis_server.url, prefix="reuse:")  # another run
+    store = RedisStore(redis_server.url, prefix="reuse:", seal=Seal(STATE_KEY))  # another run
     two, _ = await run(fleet, ten_files(extra_in=3), store, SHA2)  # type: ignore[arg-type]
     assert two["memory"]["reused_files"] == 9
     assert two["memory"]["not_reused"] == f"changed since {SHA1[:12]}: {changed}"
@@ -286,8 +288,8 @@ async def test_a_redis_store_says_changed_since_like_the_comment_store(
     with redis.Redis.from_url(redis_server.url) as check:
         pointers = [check.get(k) for k in check.scan_iter("reuse:m:latest:*")]
     assert len(pointers) == 10
-    assert all(set(json.loads(p or b"{}")) == {"key", "at"} for p in pointers)
+    assert all(set(json.loads(p or b"{}")) == {"sig", "key", "at"} for p in pointers)
     # the file changed back: its first unit is found by its key again, every file reused
-    store = RedisStore(redis_server.url, prefix="reuse:")
+    store = RedisStore(redis_server.url, prefix="reuse:", seal=Seal(STATE_KEY))
     three, _ = await run(fleet, ten_files(), store, "c" * 40)  # type: ignore[arg-type]
     assert three["memory"]["reused_files"] == 10 and three["memory"]["not_reused"] == ""

@@ -13,11 +13,12 @@ import pytest
 import redis.asyncio as aioredis
 
 from ledger_load import run_load
-from redis_server import RedisServer, ValkeyServer
+from redis_server import STATE_KEY, RedisServer, ValkeyServer
 from relay_review.state import Wanted
 from relay_review.state.ledger import Budget, RedisLedger
 from relay_review.state.memory import ChunkMemo, FindingMemo, Memory, RouteMemo
 from relay_review.state.redis_store import RedisStore
+from relay_review.state.seal import Seal
 
 pytestmark = pytest.mark.integration
 
@@ -57,9 +58,12 @@ def test_memory_round_trips_on_valkey(valkey_server: RedisServer) -> None:
         chunks={"f" * 32: chunk},
         findings={"o/r#1:fp": finding},
     )
-    RedisStore(valkey_server.url, prefix="vm:").save(memory)
+    RedisStore(valkey_server.url, prefix="vm:", seal=Seal(STATE_KEY)).save(memory)
     wanted = Wanted.of(["a/m"], ["a"], ["f" * 32], ["o/r#1:"])
-    assert RedisStore(valkey_server.url, prefix="vm:").load(None, wanted) == memory
+    assert (
+        RedisStore(valkey_server.url, prefix="vm:", seal=Seal(STATE_KEY)).load(None, wanted)
+        == memory
+    )
 
 
 async def test_an_empty_restart_of_valkey_is_noticed_once(

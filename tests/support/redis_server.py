@@ -145,3 +145,8 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         yield server
     finally:
         server.stop()
+
+
+#: The state key tests give a Redis store whose review cache they exercise (the store keeps
+#: none without one: :mod:`relay_review.state.seal`).
+STATE_KEY = "tests-state-key-0123456789abcdef"

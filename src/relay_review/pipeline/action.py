@@ -277,6 +277,10 @@ class KeptStore:
     def borrowed(self) -> Borrowed | None:
         return self.inner.borrowed
 
+    @property
+    def reviews_off(self) -> str:
+        return self.inner.reviews_off
+
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         if self.scope:
             wanted = (wanted or Wanted()) | Wanted.of(findings=[self.scope])
@@ -315,7 +319,7 @@ def state_store(
     ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one
     listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":
-        return open_store(inputs.state, timeout=timeout)
+        return open_store(inputs.state, timeout=timeout, key=inputs.state_key)
     author = functools.cache(lambda: resolve_author(gh, inputs.comment_author))
 
     def others() -> list[tuple[str, str | None]]:

@@ -267,7 +267,9 @@ async def review(
         policy=policy.memory,
     )
     reused: dict[str, ReusedUnit] = {}
-    if reuse_reviews:
+    if reuse_reviews and memory.store.reviews_off:
+        memory.not_reused = memory.store.reviews_off
+    elif reuse_reviews:
         reused, memory.not_reused = reused_files(index, units, scope, memory, catalog)
     elif memory.store.keeps:
         memory.not_reused = "asked again: every file goes to a model"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from relay_review.errors import UsageError
-from relay_review.state import ENV_VAR, Store, check_state_url, open_store
+from relay_review.state import ENV_VAR, KEY_ENV, Store, check_key, check_state_url, open_store
 
 #: The environment variable naming the store when ``--state`` is not given.
 STATE_ENV = ENV_VAR
@@ -26,10 +26,17 @@ def open_cli_store(
 ) -> Store:
     """The store ``url`` names (``--state``, already checked), else ``RELAY_REVIEW_STATE``
     (checked the same way; :class:`UsageError` when it is wrong), else none; its calls bounded
-    by ``timeout`` (the policy's ``[state] timeout_s``)."""
+    by ``timeout`` (the policy's ``[state] timeout_s``); a Redis store's review memory signed
+    with ``RELAY_REVIEW_STATE_KEY`` (:mod:`relay_review.state.seal`), when it is set."""
     if url is None and environ.get(ENV_VAR, "").strip():
         try:
             url = check_state_url(environ[ENV_VAR])
         except ValueError as exc:
             raise UsageError(f"{ENV_VAR} (value hidden): {exc}") from None
-    return open_store(url, timeout=timeout)
+    key = None
+    if environ.get(KEY_ENV, "").strip():
+        try:
+            key = check_key(environ[KEY_ENV])
+        except ValueError as exc:
+            raise UsageError(f"{KEY_ENV} (value hidden) {exc}") from None
+    return open_store(url, timeout=timeout, key=key)

@@ -9,7 +9,9 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 - ``redis://[[user]:password@]host[:port][/db][?prefix=P][&cluster=true]`` or ``rediss://...``
   (TLS, certificate verified unless ``ssl_cert_reqs=none``, which is warned about): shared by
   every run that uses it, with the quota ledger (:mod:`.redis_store`); a Redis Cluster through
-  any of its nodes (detected at connect, or ``cluster=true``).
+  any of its nodes (detected at connect, or ``cluster=true``). Its review cache and findings'
+  states are kept only signed with the run's state key (:mod:`.seal`): anyone who can write to a
+  shared Redis could otherwise set a cached verdict.
 
 Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` checks them all,
 without echoing a password). Every record a store returns was validated when read
@@ -31,6 +33,7 @@ from collections.abc import Callable, Iterable
 
 from relay_review.state.ledger import Ledger
 from relay_review.state.memory import Limits, Memory
+from relay_review.state.seal import KEY_ENV, MIN_KEY_CHARS, Seal, check_key
 from relay_review.state.stores import (
     Borrowed,
     CommentStore,
@@ -45,6 +48,7 @@ from relay_review.state.urls import StateUrlError, check_state_url, checks_off, 
 
 __all__ = [
     "ENV_VAR",
+    "KEY_ENV",
     "Borrowed",
     "CommentStore",
     "FileStore",
@@ -55,6 +59,7 @@ __all__ = [
     "StateUrlError",
     "Store",
     "Wanted",
+    "check_key",
     "check_state_url",
     "findings_scope",
     "latest_unit",
@@ -74,11 +79,14 @@ def open_store(
     *,
     timeout: float | None = None,
     read_others: Callable[[], Iterable[tuple[str, str | None]]] | None = None,
+    key: str | None = None,
 ) -> Store:
     """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``,
     ``read_others`` the other pull requests' (route memory only, see :class:`CommentStore`);
     ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
-    A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning."""
+    A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning. ``key`` (checked,
+    :func:`check_key`) signs a Redis store's review cache and findings' states (:mod:`.seal`);
+    without one, a Redis keeps route memory and the ledger only, and the log says so once."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
@@ -98,10 +106,20 @@ def open_store(
                 redact_url(url),
             )
         options = split_options(url)
+        if not key:
+            log.info(
+                "state %s: the review cache and findings' states are not kept in a shared Redis "
+                "without a state key (anyone who can write to it could forge a cached verdict); "
+                "set the state-key input or %s to a secret of at least %d characters",
+                redact_url(url),
+                KEY_ENV,
+                MIN_KEY_CHARS,
+            )
         return RedisStore(
             options.url,
             prefix=options.prefix,
             cluster=options.cluster,
             timeout=timeout or TIMEOUT_S,
+            seal=Seal(key) if key else None,
         )
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)

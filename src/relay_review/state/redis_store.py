@@ -15,6 +15,12 @@ Key layout (``prefix`` defaults to ``relay-review:``; every key has a TTL):
 - ``{prefix}ledger:{<account>}:m`` / ``:d`` / ``:closed``: the quota ledger (:mod:`.ledger`),
   the account in a hash tag so the three keys one script touches share a cluster slot.
 
+**Signed:** the review cache, the latest-unit pointers and the findings' states decide a review,
+and anyone with the Redis password can write them, so they are kept only signed with the run's
+state key (:mod:`.seal`; a ``"sig"`` member first), refused at load unless the signature is this
+key's for this key name, and neither read nor written without a key (route and account memos and
+the ledger are not signed: they never decide a verdict).
+
 **Read by name, never scanned:** a run reads the keys it needs (:class:`~.stores.Wanted`: its
 catalog's routes and accounts, its chunks' keys, its pull request's findings), in one pipeline
 (two with findings: their set, then their keys), whatever else the database holds. Every command
@@ -69,6 +75,7 @@ from relay_review.state.memory import (
     entry,
     parse,
 )
+from relay_review.state.seal import Seal
 from relay_review.state.stores import Borrowed, Wanted, latest_unit
 from relay_review.state.urls import url_secrets
 
@@ -91,10 +98,18 @@ _SCOPE = re.compile(r"^([^#]*#[0-9]+:)")
 _CHUNK_KEY = re.compile(r"^[0-9a-f]{32}$")
 
 
-def _pointed(value: Any) -> str | None:
-    """The chunk key a ``{prefix}m:latest:...`` entry names (JSON ``{"key", "at"}``), or None
-    when it is missing or not ours."""
+#: The sections that decide a review (a cached verdict, a finding's state across pushes): kept
+#: only signed with the state key (:mod:`.seal`), and not kept at all without one.
+SEALED = frozenset({"chunks", "findings"})
+
+
+def _pointed(value: Any, name: bytes, seal: Seal) -> str | None:
+    """The chunk key a ``{prefix}m:latest:...`` entry (``name``) names (signed JSON ``{"key",
+    "at"}``), or None when it is missing, not signed with ``seal``'s key, or not ours."""
     if not isinstance(value, bytes) or not value or len(value) > 512:
+        return None
+    value = seal.open(name, value)
+    if value is None:
         return None
     try:
         key = json.loads(value).get("key")
@@ -299,9 +314,13 @@ class RedisStore:
         timeout: float = TIMEOUT_S,
         clock: Any = None,
         cluster: bool | None = None,
+        seal: Seal | None = None,
     ) -> None:
         self.url = url
         self.where = redact_url(url)
+        #: signs the review cache and the findings' states; None: they are not kept here
+        self.seal = seal
+        self.reviews_off = "" if seal else "no state key, so the shared Redis keeps no review cache"
         self.health = Health(self.where, url_secrets(url), prefix)
         self.prefix = prefix
         self.timeout = timeout
@@ -386,6 +405,12 @@ class RedisStore:
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}m:{kind}:{name}"
 
+    def _sealed(self, key: str, body: str) -> str:
+        """``body`` as stored under ``key``: signed when it is review memory (or its pointer)."""
+        if self.seal is None or key.startswith((self._key("route", ""), self._key("account", ""))):
+            return body
+        return self.seal.close(key, body)
+
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
             keys, values, bad = self._read(wanted or Wanted())
@@ -398,8 +423,11 @@ class RedisStore:
             value = values.get(key)
             if value is None:
                 continue  # missing, or refused by _read
+            body = self.seal.open(key, value) if section in SEALED and self.seal else value
             try:
-                memo, why = entry(section, ident, parse(value, MAX_ENTRY_BYTES), limits)
+                if body is None:
+                    raise Unusable("not signed with this setup's state key")
+                memo, why = entry(section, ident, parse(body, MAX_ENTRY_BYTES), limits)
             except Unusable as exc:
                 memo, why = None, f"{section} entry {exc}"
             if memo is None:
@@ -427,6 +455,8 @@ class RedisStore:
         :data:`MAX_ENTRY_BYTES`; missing ones left out) and the keys that cannot be used unread
         (``{key: ''}``; their reasons in :attr:`_refused`). One pipeline for the named keys and
         the findings' sets, one more for the findings' keys."""
+        if self.seal is None:  # the review cache and findings are not kept here unsigned
+            wanted = Wanted.of(routes=wanted.routes, accounts=wanted.accounts)
         names: dict[bytes, tuple[str, str]] = {}
         for section, kind, idents in (
             ("routes", "route", wanted.routes),
@@ -452,9 +482,12 @@ class RedisStore:
             replies = pipe.execute(raise_on_error=False) if names or scopes or latest else []
         found = dict(zip(names, replies[: len(names)], strict=True))
         more: dict[bytes, tuple[str, str]] = {}
-        for pointer in replies[len(names) + len(scopes) :]:
-            pointed = _pointed(pointer)  # another run's word: a chunk key, or nothing
-            if pointed is not None and self._key("chunk", pointed).encode() not in names:
+        pointers = replies[len(names) + len(scopes) :]
+        for ident, pointer in zip(latest, pointers, strict=True):
+            # another run's word, signed (none are read without a seal): a chunk key, or nothing
+            name = self._key("latest", ident).encode()
+            pointed = self.seal and _pointed(pointer, name, self.seal)
+            if pointed and self._key("chunk", pointed).encode() not in names:
                 more[self._key("chunk", pointed).encode()] = ("chunks", pointed)
         sets = replies[len(names) : len(names) + len(scopes)]
         for scope, members in zip(scopes, sets, strict=True):
@@ -491,6 +524,8 @@ class RedisStore:
         if self.health.broken:
             return  # said once already; memory is an optimisation
         now = self._clock()
+        if self.seal is None:  # the review cache and findings are not kept here unsigned
+            memory = Memory.of(routes=memory.routes, accounts=memory.accounts)
         entries: list[tuple[str, RouteMemo | ChunkMemo | FindingMemo]] = [
             *((self._key("route", k), v) for k, v in memory.routes.items()),
             *((self._key("account", k), v) for k, v in memory.accounts.items()),
@@ -502,7 +537,6 @@ class RedisStore:
             for key, unit in memory.chunks.items()
             if unit.group and unit.scope and len(unit.paths) == 1 and _CHUNK_KEY.match(key)
         ]
-        written = {name.encode() for name, _ in entries}
         scopes: dict[str, tuple[list[str], float]] = {}
         for name, memo in memory.findings.items():
             match = _SCOPE.match(name)
@@ -511,25 +545,27 @@ class RedisStore:
                 scopes[match.group(1)] = ([*members, name], max(until, memo.until))
         try:
             with self.client().pipeline(transaction=False) as pipe:
+                # first, what load found unusable (unless another run replaced it since): a
+                # forged or broken entry whose time looks newest never blocks this run's write
+                for bad, digest in self._bad.items():
+                    pipe.execute_command("EVAL", _DROP_BAD, 1, bad, digest, MAX_ENTRY_BYTES)
                 for key, value in entries:
                     ttl_ms = int((value.until - now) * 1000)  # times are bounded
                     if ttl_ms > 0:
                         latest = now + CLOCK_SKEW_S
-                        args = [value.model_dump_json(), value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
+                        body = self._sealed(key, value.model_dump_json())
+                        args = [body, value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
                         pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
                 for name, key, unit in pointers:  # the file's latest unit, newer wins
                     ttl_ms = int((unit.until - now) * 1000)
                     if ttl_ms > 0:
-                        pointer = json.dumps({"key": key, "at": unit.at})
+                        pointer = self._sealed(name, json.dumps({"key": key, "at": unit.at}))
                         args = [pointer, unit.at, ttl_ms, now + CLOCK_SKEW_S, MAX_ENTRY_BYTES]
                         pipe.execute_command("EVAL", _SET_NEWER, 1, name, *args)
                 for scope, (members, until) in scopes.items():
                     ttl_ms = max(1, int((until - now) * 1000))
                     index = self._key("findings", scope)
                     pipe.execute_command("EVAL", _SET_INDEX, 1, index, ttl_ms, *members)
-                for bad, digest in self._bad.items():
-                    if bad not in written:
-                        pipe.execute_command("EVAL", _DROP_BAD, 1, bad, digest, MAX_ENTRY_BYTES)
                 results = pipe.execute(raise_on_error=False)
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "writing memory")

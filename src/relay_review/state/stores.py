@@ -138,6 +138,12 @@ class Store(Protocol):
         """What the last :meth:`load` took from another pull request (``comment``), if any."""
         ...
 
+    @property
+    def reviews_off(self) -> str:
+        """Why this store keeps no review cache and findings' states while it keeps route
+        memory (a shared Redis without a state key); empty when it keeps them."""
+        ...
+
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         """The remembered record; empty when there is none or it is unusable, without the
         entries that are unusable (or impossible under ``limits``); one warning for either.
@@ -176,6 +182,7 @@ class NullStore:
     ledger: Ledger | None = None
     line: str | None = None
     borrowed: Borrowed | None = None
+    reviews_off = ""
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         return Memory.of()
@@ -193,6 +200,7 @@ class FileStore:
     ledger: Ledger | None = None
     line: str | None = None
     borrowed: Borrowed | None = None
+    reviews_off = ""
 
     def __init__(self, path: str | Path, limit: int = 1024 * 1024) -> None:
         self.path = Path(path)
@@ -302,6 +310,7 @@ class CommentStore:
         self.line: str | None = None
         #: What the last load took from another pull request (None: nothing).
         self.borrowed: Borrowed | None = None
+        self.reviews_off = ""
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         own = self._own(limits)

@@ -281,3 +281,44 @@ def test_canary_keys_never_leave_the_cli(tmp_path: Path, canary_fleet: FaultFlee
     )
     assert all(r.authorized for r in canary_fleet.requests)
     assert_no_canary(outputs, [*CANARIES.values(), GITHUB_TOKEN])
+
+
+STATE_KEY_CANARY = "Sk9sCanU_state-Wd3Pe8Nq5Hx2Lr7Gv4Zb1"
+
+
+def test_the_state_key_never_leaves_the_action(
+    tmp_path: Path, github_mock: MockGitHub, canary_fleet: FaultFleet, redis_server: Any
+) -> None:
+    """``state-key`` with a Redis state: masked before anything else is written, and nowhere
+    else: not in the log, comment, summary, outputs, report, prompts, nor any Redis value
+    (which hold its signatures, not it)."""
+    import redis
+
+    env = {**CANARIES, "GITHUB_TOKEN": GITHUB_TOKEN}
+    inputs = {
+        "policy": canary_policy(canary_fleet),
+        "github-token": GITHUB_TOKEN,
+        "state": redis_server.url,
+        "state-key": STATE_KEY_CANARY,
+    }
+    run = run_action(tmp_path, github_mock, inputs, files=FILES, env_extra=env)
+    assert run.code == 0, run.stdout
+    lines = run.stdout.splitlines()
+    first_other = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
+    assert f"::add-mask::{STATE_KEY_CANARY}" in lines[:first_other]
+    with redis.Redis.from_url(redis_server.url) as client:
+        stored = {k: client.get(k) for k in client.scan_iter("*") if client.type(k) == b"string"}
+    signed = [v for k, v in stored.items() if b":m:chunk:" in k]
+    assert signed and all(v.startswith(b'{"sig":"') for v in signed)  # the review was kept
+    texts = {
+        "stdout": without_masks(run.stdout),
+        "stderr": run.stderr,
+        "comment bodies": json.dumps(posted_bodies(github_mock)),
+        "step summary": run.summary,
+        "outputs": json.dumps(run.outputs),
+        "JSON report": json.dumps(run.report),
+        "files left": run.files_text(),
+        "prompts sent to the models": json.dumps([r.body for r in canary_fleet.requests]),
+        "Redis values": b"\n".join(stored.values()).decode("utf-8", "replace"),
+    }
+    assert_no_canary(texts, [STATE_KEY_CANARY])

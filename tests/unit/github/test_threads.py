@@ -511,9 +511,11 @@ def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
 
 
 def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
+    from redis_server import STATE_KEY
     from relay_review.state import Wanted
     from relay_review.state.memory import FindingMemo, Memory
     from relay_review.state.redis_store import RedisStore
+    from relay_review.state.seal import Seal
 
     now = time.time()
     memo = FindingMemo(
@@ -525,7 +527,9 @@ def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
         at=now,
         until=now + 60,
     )
-    store = RedisStore(redis_server.url, prefix="t24:")
+    store = RedisStore(redis_server.url, prefix="t24:", seal=Seal(STATE_KEY))
     store.save(Memory(findings={"o/r#2:f1-" + "d" * 20: memo}))
-    again = RedisStore(redis_server.url, prefix="t24:").load(None, Wanted.of(findings=["o/r#2:"]))
+    again = RedisStore(redis_server.url, prefix="t24:", seal=Seal(STATE_KEY)).load(
+        None, Wanted.of(findings=["o/r#2:"])
+    )
     assert again.findings == {"o/r#2:f1-" + "d" * 20: memo}

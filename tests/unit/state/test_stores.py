@@ -25,7 +25,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cli_harness import CliRun, run_cli
-from redis_server import KINDS, RedisServer, serve
+from redis_server import KINDS, STATE_KEY, RedisServer, serve
 from relay_review.config import MemoryPolicy
 from relay_review.pipeline.memory import limits
 from relay_review.pipeline.route_memory import ago, horizon
@@ -40,6 +40,7 @@ from relay_review.state.memory import (
     encode,
 )
 from relay_review.state.redis_store import MAX_ENTRY_BYTES, RedisStore
+from relay_review.state.seal import Seal
 from relay_review.state.stores import CommentStore, read_payload
 
 
@@ -271,7 +272,7 @@ def redis_client(redis_server: Any) -> Any:
 
 
 def redis_store(url: str, prefix: str = "t:") -> RedisStore:
-    return RedisStore(url, prefix=prefix, clock=lambda: NOW)
+    return RedisStore(url, prefix=prefix, clock=lambda: NOW, seal=Seal(STATE_KEY))
 
 
 def test_bad_redis_keys_are_dropped_with_one_warning_then_deleted_or_overwritten(
