@@ -222,6 +222,58 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
         assert secret not in sent and secret not in kept and secret not in body
 
 
+def test_a_finding_rated_at_another_severity_is_not_posted_again(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    """Session-12 audit: the fingerprint holds the severity, and a push whose model rated the
+    cursor finding ``high`` instead of ``medium`` posted it again, left the first thread open
+    and lost a maintainer's dismissal. The same cited lines are the same finding."""
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    github_creates_threads(gql, github_mock)
+    _, cursor_thread = gql.all_threads()
+
+    next_push(github_mock, overlay, gql, SHA2)
+    # another line of the file changed (so the model is asked again), the cited ones did not
+    VERDICT.update(findings=[SQL, {**CURSOR, "severity": "high"}])
+    since = len(gql.requests)
+    two = run_in_process(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2),
+        files=files(QUERY_LINE, "if rows is not None:"),
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert reviews_posted(github_mock) == []
+    assert not gql.mutations("resolveReviewThread", since) and not cursor_thread.resolved
+    assert two.report is not None
+    assert [(f["state"], f["first_seen"]) for f in two.report["findings"]] == [
+        ("open", SHA[:12]),
+        ("open", SHA[:12]),
+    ]
+    assert two.report["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
+
+    gql.reply(cursor_thread, "Won't fix: closed by the pool.", ("User", "maint"), "MEMBER")
+    next_push(github_mock, overlay, gql, SHA3)
+    VERDICT.update(findings=[SQL, {**CURSOR, "severity": "low"}])
+    three = run_in_process(
+        tmp_path / "three",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA3),
+        files=files(QUERY_LINE, "if rows:  # any row"),
+    )
+    assert three.code == 0, three.stdout + three.stderr
+    assert reviews_posted(github_mock) == []
+    assert three.report is not None
+    assert [f["state"] for f in three.report["findings"]] == ["open", "dismissed"]
+
+
 def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     tmp_path: Path, github_mock: MockGitHub, fleet: Any
 ) -> None:

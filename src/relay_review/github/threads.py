@@ -21,6 +21,9 @@ proves nothing: anyone can paste it. Threads we did not start are never replied 
   allowed to trigger reviews. A reaction or a resolution carries no association, so it counts
   only for someone whose association this pull request shows (a comment in its threads, or its
   author); anyone else's is ignored (fail closed);
+* a finding on the cited lines of an earlier one (a thread's marker, or memory) whose
+  fingerprint this run does not report is that finding rated at another severity: it goes by
+  the earlier fingerprint (open, dismissed, never posted twice);
 * everything else is ``new`` and posted once.
 
 :func:`read_threads` and :func:`close` are the two GitHub calls; neither raises for GitHub's
@@ -387,6 +390,17 @@ def plan(
         """Our threads for ``fp`` still standing (not resolved by us)."""
         return [g for g in ours.get(fp, []) if not g[0].closed_by_us(bot)]
 
+    # The same cited lines rated at another severity (the fingerprint's kind) are the finding
+    # an earlier push made, not a new one: when this run does not report that earlier
+    # fingerprint itself, the finding goes by it (not posted again, its dismissal kept).
+    reported = {f.fingerprint for f in findings if f.fingerprint}
+    earlier: dict[tuple[str, str], str] = {}
+    for fp, group in ours.items():
+        for t, cited, _ in group:
+            earlier.setdefault((t.path, cited[:40]), fp)
+    for fp, k in remembered.items():
+        earlier.setdefault((k.path, k.cited[:40]), fp)
+
     current: dict[str, int] = {}
     for i, f in enumerate(findings):
         fp_or_none = f.fingerprint
@@ -395,6 +409,9 @@ def plan(
             out.states.append(("new", head12))
             continue
         fp = fp_or_none
+        if fp not in ours and fp not in remembered and f.cited:
+            alias = earlier.get((f.path, f.cited[:40]))
+            fp = alias if alias is not None and alias not in reported else fp
         first = first_of.get(fp, head12)
         if fp in current:  # the same finding twice (two chunks): one entry, posted once
             out.states.append(out.states[current[fp]])

@@ -136,6 +136,39 @@ def test_an_open_thread_is_not_posted_again_even_when_lines_moved() -> None:
     assert p.states == [("open", HEAD1[:12])]
 
 
+def rated(f: dict[str, Any], severity: str, idx: DiffIndex) -> dict[str, Any]:
+    """``f`` as the model reports it at another severity (a new fingerprint, the same lines)."""
+    (again,) = with_fingerprints([Finding.model_validate({**f, "severity": severity})], idx)
+    assert again.fingerprint != f["fingerprint"] and again.cited == f["cited"]
+    return again.model_dump(mode="json")
+
+
+def test_the_same_lines_rated_at_another_severity_are_the_same_finding() -> None:
+    """Session-12 audit: a push that rates the same cited lines ``medium`` instead of ``high``
+    posted the finding again, left the old thread open and lost its dismissal."""
+    (a,) = findings(index(), 2)
+    moved = index(above=1)
+    low = rated(findings(moved, 3)[0], "low", moved)
+    p = run_plan([low], [our_thread(a)], idx=moved)
+    assert p.post == [] and p.close == [] and p.states == [("open", HEAD1[:12])]
+    assert set(p.entries) == {a["fingerprint"]}  # memory keeps the one identity
+    dismissed = our_thread(a, replies=(reply("won't fix", "MEMBER"),))
+    p = run_plan([low], [dismissed], idx=moved)
+    assert p.post == [] and p.states[0][0] == "dismissed"
+    known = {a["fingerprint"]: Known("app.py", a["cited"], HEAD1[:12], "dismissed", "👎")}
+    p = run_plan([low], [], remembered=known, idx=moved)  # inline comments off: memory alone
+    assert p.post == [] and p.states[0][0] == "dismissed"
+
+
+def test_two_findings_on_the_same_lines_at_two_severities_stay_two() -> None:
+    """The earlier fingerprint still reported: the other severity is another problem there."""
+    (a,) = findings(index(), 2)
+    low = rated(a, "low", index())
+    p = run_plan([a, low], [our_thread(a)])
+    assert p.post == [1] and p.states[0] == ("open", HEAD1[:12])
+    assert p.states[1][0] == "new"
+
+
 def test_changed_cited_line_replies_fixed_and_resolves() -> None:
     a, b = findings(index(), 2, 3)
     pushed = index(a="query = 'SELECT * FROM t WHERE n = %s'")
