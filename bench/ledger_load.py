@@ -41,6 +41,10 @@ from redis_server import RedisServer  # noqa: E402
 from relay_review.state import Wanted  # noqa: E402
 from relay_review.state.memory import ChunkMemo, Memory, RouteMemo  # noqa: E402
 from relay_review.state.redis_store import RedisStore  # noqa: E402
+from relay_review.state.seal import Seal  # noqa: E402
+
+#: A state key, so the chunk memos are signed and read as a keyed setup reads them.
+SEAL = Seal("bench-state-key-0123456789abcdef")
 
 FAULTS = ("kill", "stop", "restart", "latency")
 
@@ -206,16 +210,16 @@ def memory_load(tmp: Path) -> None:
             accounts={f"acct{i}": route for i in range(5)},
             chunks={f"{i:032x}": chunk for i in range(10_000)},
         )
-        RedisStore(server.url, prefix="org:").save(memory)
+        RedisStore(server.url, prefix="org:", seal=SEAL).save(memory)
         wanted = Wanted.of(memory.routes, memory.accounts, [f"{i:032x}" for i in range(0, 40, 2)])
         before = stats(server)
         started = time.perf_counter()
-        loaded = RedisStore(server.url, prefix="org:").load(None, wanted)
+        loaded = RedisStore(server.url, prefix="org:", seal=SEAL).load(None, wanted)
         local = time.perf_counter() - started
         after = stats(server)
         with DelayProxy(("127.0.0.1", server.port), low=0.05, high=0.05) as proxy:
             started = time.perf_counter()
-            far = RedisStore(proxy.url, prefix="org:").load(None, wanted)
+            far = RedisStore(proxy.url, prefix="org:", seal=SEAL).load(None, wanted)
             remote = time.perf_counter() - started
             replies = proxy.replies
     finally:

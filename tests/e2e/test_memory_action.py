@@ -115,3 +115,40 @@ def test_two_pushes_reuse_the_unchanged_file_and_remember_routes(
     # route, so memory knows only the proven one
     assert "remembered: served" in ours.body and "not needed" in ours.body
     assert "requests saved" in ours.body
+
+
+def test_a_redis_without_a_state_key_keeps_the_review_in_the_sticky_comment(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, redis_server: Any
+) -> None:
+    """``state: redis://...`` and no ``state-key``: nothing in the Redis can set a verdict (it
+    holds no review memory), and a re-run of the pull request still reuses its own review,
+    read from the sticky comment's payload (our comment: its author is its integrity)."""
+    import redis
+
+    overlay = github_mock.comments_overlay(SHA)
+    inputs = {"policy": policy_toml(fleet, "acme", "down", head=FAST), "state": redis_server.url}
+    first = run_in_process(tmp_path / "one", github_mock, inputs)
+    assert first.code == 0, first.stdout + first.stderr
+    assert first.report is not None and first.report["memory"]["store"] == "redis"
+    assert "kept in the sticky comment" in first.stdout + first.stderr
+    with redis.Redis.from_url(redis_server.url) as client:
+        names = {k.decode() for k in client.scan_iter("*")}
+    assert any(":m:route:" in n for n in names) and any(":ledger:" in n for n in names)
+    assert not [n for n in names if ":m:chunk:" in n or ":m:latest:" in n or ":m:finding" in n]
+    (ours,) = [c for c in overlay.comments() if c.login == BOT_LOGIN]
+    payload = payload_of(ours.body)
+    assert payload is not None and payload.chunks and not payload.routes
+
+    github_mock.reset()
+    github_mock.overlay = overlay
+    overlay.head = OTHER_SHA
+    start = len(fleet.requests)
+    second = run_in_process(
+        tmp_path / "two", github_mock, inputs, payload=pr_payload(head_sha=OTHER_SHA)
+    )
+    assert second.code == 0, second.stdout + second.stderr
+    assert chats(fleet, start) == []  # the unchanged diff: reused from the comment
+    assert second.report is not None and second.report["memory"]["reused_files"] >= 1
+    assert [f["message"] for f in second.report["findings"]] == [
+        f["message"] for f in first.report["findings"]
+    ]

@@ -136,7 +136,8 @@ def test_without_a_state_key_no_review_memory_is_kept_or_read(
     key a run would read is never read; the log and the report say why nothing was reused."""
     port = free_port()
     first, stderr = drill(redis_server.url, port, key=None)
-    assert "without a state key" in stderr and "WARNING" not in stderr
+    assert "no state key, so the review cache and findings' states are not kept" in stderr
+    assert "WARNING" not in stderr
     names = {k.decode() for k in client.scan_iter(f"{PREFIX}*")}
     assert any(n.startswith(f"{PREFIX}m:route:") for n in names)
     assert not [n for n in names if n.startswith((f"{PREFIX}m:chunk:", f"{PREFIX}m:latest:"))]

@@ -39,6 +39,7 @@ from relay_review.state.stores import (
     CommentStore,
     FileStore,
     NullStore,
+    SplitStore,
     Store,
     Wanted,
     findings_scope,
@@ -86,7 +87,8 @@ def open_store(
     ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
     A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning. ``key`` (checked,
     :func:`check_key`) signs a Redis store's review cache and findings' states (:mod:`.seal`);
-    without one, a Redis keeps route memory and the ledger only, and the log says so once."""
+    without one, a Redis keeps route memory and the ledger only, the review memory goes to the
+    sticky comment when ``read_body`` reads one (:class:`SplitStore`), and the log says so."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
@@ -106,20 +108,23 @@ def open_store(
                 redact_url(url),
             )
         options = split_options(url)
-        if not key:
-            log.info(
-                "state %s: the review cache and findings' states are not kept in a shared Redis "
-                "without a state key (anyone who can write to it could forge a cached verdict); "
-                "set the state-key input or %s to a secret of at least %d characters",
-                redact_url(url),
-                KEY_ENV,
-                MIN_KEY_CHARS,
-            )
-        return RedisStore(
+        shared = RedisStore(
             options.url,
             prefix=options.prefix,
             cluster=options.cluster,
             timeout=timeout or TIMEOUT_S,
             seal=Seal(key) if key else None,
         )
+        if key:
+            return shared
+        log.info(
+            "state %s: no state key, so the review cache and findings' states are %s (anyone "
+            "who can write to a shared Redis could forge a cached verdict); set the state-key "
+            "input or %s to a secret of at least %d characters to keep them there, signed",
+            redact_url(url),
+            "kept in the sticky comment" if read_body else "not kept",
+            KEY_ENV,
+            MIN_KEY_CHARS,
+        )
+        return SplitStore(shared, CommentStore(read_body)) if read_body else shared
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)

@@ -394,3 +394,42 @@ class CommentStore:
 
     def save(self, memory: Memory) -> None:
         self.line = payload_line(memory)
+
+
+class SplitStore:
+    """A shared store that keeps no review memory (a Redis without a state key), next to the
+    sticky comment: route and account memory and the ledger in the shared store, the review
+    cache and the findings' states in the comment's payload (:class:`CommentStore`: read only
+    from our own comment, so its author is its integrity). Nobody who can write to the shared
+    store sets a verdict, and a pull request still reuses its own reviews."""
+
+    keeps = True
+    borrowed: Borrowed | None = None
+    reviews_off = ""
+
+    def __init__(self, shared: Store, comment: CommentStore) -> None:
+        self.shared = shared
+        self.comment = comment
+
+    @property
+    def kind(self) -> str:
+        return self.shared.kind
+
+    @property
+    def ledger(self) -> Ledger | None:
+        return self.shared.ledger
+
+    @property
+    def line(self) -> str | None:
+        return self.comment.line
+
+    def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
+        shared = self.shared.load(limits, wanted)
+        own = self.comment.load(limits, wanted)
+        return Memory.of(
+            routes=shared.routes, accounts=shared.accounts, chunks=own.chunks, findings=own.findings
+        )
+
+    def save(self, memory: Memory) -> None:
+        self.shared.save(Memory.of(routes=memory.routes, accounts=memory.accounts))
+        self.comment.save(Memory.of(chunks=memory.chunks, findings=memory.findings))
