@@ -54,9 +54,9 @@ def evidence_problem(parsed: ParsedReply, paths: Sequence[str]) -> str | None:
     if loops(reply.summary):
         return f"the summary repeats itself ({show(repr(reply.summary), 60)})"
     shown = set(paths)
-    for note in reply.files:
-        if note.path not in shown and note.path.removeprefix("./") not in shown:
-            return f"a file note names {show(note.path, 120)}, which is not in this chunk"
+    for path in [*(note.path for note in reply.files), *parsed.named]:
+        if path not in shown and path.removeprefix("./") not in shown:
+            return f"a file note names {show(path, 120)}, which is not in this chunk"
     return None
 
 

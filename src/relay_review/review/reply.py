@@ -242,6 +242,9 @@ class ParsedReply(NamedTuple):
     cut: bool
     #: The reply positions (1-based) of ``reply.findings``, in order.
     positions: list[int]
+    #: The paths of file notes that fail the schema (a summary that is not text): not notes,
+    #: but what they name is still evidence of which diff the model read.
+    named: tuple[str, ...] = ()
 
 
 _LINE_TEXT = re.compile(r"^\s*[LRlr]?\s*(\d{1,9})(?:\s*[-–:,].*)?\s*$")
@@ -330,14 +333,17 @@ def parse_reply_parts(text: str) -> ParsedReply:
         findings.append(finding)
         positions.append(position)
     notes: list[FileNote] = []
+    named: list[str] = []
     if isinstance(raw_files, list):
         for note in raw_files[:MAX_NOTES]:
             try:
                 notes.append(FileNote.model_validate(note))
             except ValidationError:
-                continue
+                path = note.get("path") if isinstance(note, dict) else None
+                if isinstance(path, str):
+                    named.append(_text(path, MAX_PATH_CHARS))
     reply = reply.model_copy(update={"findings": findings, "files": notes})
-    return ParsedReply(reply, invalid, cut, positions)
+    return ParsedReply(reply, invalid, cut, positions, tuple(named))
 
 
 def parse_reply(text: str) -> ModelReply:

@@ -402,6 +402,12 @@ def test_evidence_rule_on_parsed_replies() -> None:
     notes = [{"path": p, "summary": "a"} for p in CHUNK.paths]
     assert problem(json.dumps({"summary": "Fine.", "files": notes})) is None
     assert problem('{"summary": "Fine.", "findings": []}') is None  # notes are optional
+    # a note that fails the schema still says which file the model read (session-12 audit)
+    assert "src/nope.py" in (
+        problem('{"summary": "Fine.", "files": [{"path": "src/nope.py", "summary": 5}]}') or ""
+    )
+    bad = [{"path": p, "summary": ["x"]} for p in CHUNK.paths]
+    assert problem(json.dumps({"summary": "Fine.", "files": bad})) is None
 
 
 def test_all_invented_only_when_none_points_at_shown_code() -> None:
