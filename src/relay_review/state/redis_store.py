@@ -255,8 +255,16 @@ def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
         text = text[: MAX_REASON - 3] + "..."
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
     if isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
-        said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
+        command = _REFUSED_COMMAND.search(text)
+        if command:
+            said += f"; the ACL user needs the command: +{command.group(1).lower()}"
+        else:
+            said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
     return said
+
+
+#: The command an ACL refusal names ("User relay has no permissions to run the 'info' command").
+_REFUSED_COMMAND = re.compile(r"permissions to run the '([A-Za-z|]{1,40})' command")
 
 
 class Health:
@@ -362,6 +370,31 @@ class RedisStore:
                 policy,
             )
 
+    def _refused_info(self, exc: redis.exceptions.NoPermissionError) -> dict[str, Any]:
+        """An ACL user that may not run ``INFO``: one warning, and the store goes on as a
+        single server (unless the URL said ``?cluster=true``) whose eviction is unknown."""
+        log.warning(
+            "state %s: the ACL user may not run INFO (%s), so whether the server is a cluster "
+            "node or may evict the quota ledger's keys is not known; this run treats it as one "
+            "server%s",
+            self.where,
+            reason(exc, self.health.secrets, self.prefix),
+            " (as ?cluster=true says: a cluster)" if self.cluster else "",
+        )
+        return {}
+
+    def _info(self, call: Any) -> Any:
+        try:
+            return call()
+        except redis.exceptions.NoPermissionError as exc:
+            return self._refused_info(exc)
+
+    async def _ainfo(self, call: Any) -> Any:
+        try:
+            return await call()
+        except redis.exceptions.NoPermissionError as exc:
+            return self._refused_info(exc)
+
     def client(self) -> Any:
         """The blocking client (memory), made at the first call: a cluster client when the
         URL says so or the server is a cluster node (``INFO``, one round trip)."""
@@ -369,7 +402,7 @@ class RedisStore:
             plain = redis.Redis.from_url(self.url, **self._options())
             if not self._info_read:
                 try:
-                    self._read_info(plain.info())
+                    self._read_info(self._info(plain.info))
                 except BaseException:
                     plain.close()
                     raise
@@ -391,7 +424,7 @@ class RedisStore:
                 plain = aioredis.Redis.from_url(self.url, **self._options())
                 if not self._info_read:
                     try:
-                        self._read_info(await plain.info())
+                        self._read_info(await self._ainfo(plain.info))
                     except BaseException:
                         await plain.aclose()
                         raise

@@ -468,3 +468,35 @@ def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
     memo = memory.routes["acme/m"]
     assert memo.state == "cooling" and memo.until <= NOW + LONGEST
     assert decode(encode(memory), limits=LIMITS).memory.routes["acme/m"] == memo
+
+
+def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_command(
+    redis_server: Any, redis_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Session-12 audit: an ACL user that may not run ``INFO`` lost the whole store, and the
+    warning named the key pattern. Now INFO's answer is unknown (one server, eviction not
+    known), said once with the command to allow, and memory and the ledger still work."""
+    from urllib.parse import urlsplit
+
+    redis_client.acl_setuser(
+        "noinfo",
+        enabled=True,
+        passwords=["+noinfo-pass-0123"],
+        keys=["t:*"],
+        commands=["+@read", "+@write", "+@scripting", "+ping", "-info"],
+    )
+    port = urlsplit(redis_server.url).port
+    url = f"redis://noinfo:noinfo-pass-0123@127.0.0.1:{port}/0"
+    try:
+        memo = ChunkMemo(head="abc", route="a/m", at=NOW - 5, until=NOW + 600)
+        with caplog.at_level(logging.WARNING):
+            redis_store(url).save(Memory(routes={"a/m": GOOD_MEMO}, chunks={"c" * 32: memo}))
+        (warning,) = warnings_of(caplog)
+        assert "may not run INFO" in warning and "+info" in warning
+        assert "noinfo-pass-0123" not in warning and "~t:*" not in warning
+        store = redis_store(url)
+        loaded = store.load(LIMITS, Wanted.of(routes=["a/m"], chunks=["c" * 32]))
+        assert loaded.routes == {"a/m": GOOD_MEMO} and loaded.chunks == {"c" * 32: memo}
+        assert not store.health.broken
+    finally:
+        redis_client.acl_deluser("noinfo")
