@@ -234,6 +234,28 @@ async def test_a_finding_the_repair_reply_drops_still_keeps_approve_away(first: 
     assert "dropped in the repair round" in report["unverified"][0]["reason"]
 
 
+@pytest.mark.parametrize(
+    "restated",
+    [
+        pytest.param(finding(quote="os.system(user_input)"), id="an invented quote, same line"),
+        pytest.param(finding(quote=""), id="no quote, same line"),
+    ],
+)
+async def test_a_repair_reply_that_restates_the_finding_citing_nothing_shown_never_approves(
+    restated: dict,
+) -> None:
+    """The repair reply 'restates' the badly cited finding at its line with a quote of nothing
+    shown (so it covers the first-round finding and does not itself point at shown code): its
+    only finding is invented, so it is no review, and with no other route nothing approves."""
+    first = json.dumps({"summary": "Injection risk.", "findings": [finding(quote="shell=True")]})
+    second = json.dumps({"summary": "Looks fine after all.", "findings": [restated]})
+    replies = iter([first, second])
+    report = await run(Scripted(lambda _body: ok(next(replies))), policy())
+    assert report["decision"] == "unavailable"
+    (serve,) = [a for a in report["attempts"] if a["purpose"] == "serve"]
+    assert serve["outcome"] == "bad_reply" and "repair reply: not a review" in serve["detail"]
+
+
 async def test_a_finding_the_repair_round_puts_right_is_not_listed_twice() -> None:
     one_off = json.dumps({"summary": "Injection risk.", "findings": [finding(line=SHELL_LINE + 1)]})
     replies = iter([one_off, GOOD])
