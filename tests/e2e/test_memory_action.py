@@ -117,20 +117,22 @@ def test_two_pushes_reuse_the_unchanged_file_and_remember_routes(
     assert "requests saved" in ours.body
 
 
-def test_a_redis_without_a_state_key_keeps_the_review_in_the_sticky_comment(
+def test_a_redis_state_keeps_the_review_in_the_sticky_comment(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, redis_server: Any
 ) -> None:
-    """``state: redis://...`` and no ``state-key``: nothing in the Redis can set a verdict (it
-    holds no review memory), and a re-run of the pull request still reuses its own review,
-    read from the sticky comment's payload (our comment: its author is its integrity)."""
+    """``state: redis://...`` in the action: nothing in the Redis can set a verdict (it holds
+    no review memory, key or not), and a re-run of the pull request still reuses its own
+    review, read from the sticky comment's payload (our comment: its author is its integrity);
+    the Redis keeps the route memory and the ledger."""
     import redis
 
     overlay = github_mock.comments_overlay(SHA)
     inputs = {"policy": policy_toml(fleet, "acme", "down", head=FAST), "state": redis_server.url}
-    first = run_in_process(tmp_path / "one", github_mock, inputs)
+    env = {"RELAY_REVIEW_STATE_KEY": "a-key-the-action-does-not-use-0123"}
+    first = run_in_process(tmp_path / "one", github_mock, inputs, env_extra=env)
     assert first.code == 0, first.stdout + first.stderr
     assert first.report is not None and first.report["memory"]["store"] == "redis"
-    assert "kept in the sticky comment" in first.stdout + first.stderr
+    assert "WARNING" not in first.stderr and "no state key" not in first.stdout + first.stderr
     with redis.Redis.from_url(redis_server.url) as client:
         names = {k.decode() for k in client.scan_iter("*")}
     assert any(":m:route:" in n for n in names) and any(":ledger:" in n for n in names)

@@ -30,7 +30,7 @@ from relay_review.config.layers import (
 )
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
-from relay_review.state import KEY_ENV, check_key, check_state_url, url_secrets
+from relay_review.state import KEY_ENV, check_state_url, url_secrets
 
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 #: GitHub's ``author_association`` values (webhook and REST schemas).
@@ -104,7 +104,6 @@ class ActionInputs(BaseModel):
     inline_comments: bool = False
     comment_author: str | None = None
     state: str = "comment"
-    state_key: str | None = None
 
     def policy_overrides(self) -> dict[str, Any]:
         """The inputs that override policy keys, as a policy-shaped mapping (unset ones left out).
@@ -313,12 +312,11 @@ PARSERS: dict[str, tuple[str, Callable[[str], Any]]] = {
     "comment-author": ("comment_author", _login),
     "trigger": ("trigger", _trigger),
     "state": ("state", _state),
-    "state-key": ("state_key", check_key),
 }
 #: Inputs whose value is shown as "(hidden)" in error messages.
-#: Inputs whose value is never echoed: the token, ``state`` (a redis:// URL may hold a
-#: password, and is fed from a secret) and ``state-key``.
-SECRET_INPUTS = frozenset({"github-token", "state", "state-key"})
+#: Inputs whose value is never echoed: the token, and ``state`` (a redis:// URL may hold a
+#: password, and is fed from a secret).
+SECRET_INPUTS = frozenset({"github-token", "state"})
 
 
 def raw_input(name: str, env: Mapping[str, str]) -> str | None:
@@ -364,7 +362,7 @@ def secret_values(env: Mapping[str, str]) -> list[str]:
     """Values to mask that are known before any policy is read: the token input and every
     variable whose name contains ``API_KEY`` (the account conventions and common custom names),
     the password of a ``redis://`` state URL, and the state key."""
-    names = [input_env_name("github-token"), "GITHUB_TOKEN", input_env_name("state-key"), KEY_ENV]
+    names = [input_env_name("github-token"), "GITHUB_TOKEN", KEY_ENV]
     names += [name for name in env if "API_KEY" in name.upper()]
     values = [env[name] for name in names if env.get(name, "").strip()]
     for name in (input_env_name("state"), "RELAY_REVIEW_STATE"):  # a redis:// URL's password

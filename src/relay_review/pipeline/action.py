@@ -313,17 +313,18 @@ def state_store(
     memory: MemoryPolicy | None = None,
 ) -> Store:
     """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
-    ``[state] timeout_s``; a Redis without ``state-key`` keeps the review memory in our sticky
-    comment, :class:`~relay_review.state.SplitStore`); ``comment`` reads our sticky comment
+    ``[state] timeout_s``; a Redis keeps the review memory in our sticky comment,
+    :class:`~relay_review.state.SplitStore`); ``comment`` reads our sticky comment
     only (found by marker and author), when the review asks for it, and the route memory of
     the newest sticky comment (marker and author again) of the repository's other pull
     requests updated within ``memory``'s route horizon
     (:func:`~relay_review.pipeline.route_memory.route_horizon`): one listing of the
     repository's newest comments, under the same token's read permission."""
     author = functools.cache(lambda: resolve_author(gh, inputs.comment_author))
-    if inputs.state != "comment":  # a Redis without a key keeps review memory in the comment
-        own = None if inputs.state_key else (lambda: sticky_body(repo, event.number, author()))
-        return open_store(inputs.state, own, timeout=timeout, key=inputs.state_key)
+    if inputs.state != "comment":  # a Redis keeps the review memory in our comment
+        return open_store(
+            inputs.state, lambda: sticky_body(repo, event.number, author()), timeout=timeout
+        )
 
     def others() -> list[tuple[str, str | None]]:
         horizon = route_horizon(memory or MemoryPolicy()) + CLOCK_SKEW_S

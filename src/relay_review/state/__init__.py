@@ -9,9 +9,9 @@ Where it lives is chosen by a URL (``--state``, ``RELAY_REVIEW_STATE``, the acti
 - ``redis://[[user]:password@]host[:port][/db][?prefix=P][&cluster=true]`` or ``rediss://...``
   (TLS, certificate verified unless ``ssl_cert_reqs=none``, which is warned about): shared by
   every run that uses it, with the quota ledger (:mod:`.redis_store`); a Redis Cluster through
-  any of its nodes (detected at connect, or ``cluster=true``). Its review cache and findings'
-  states are kept only signed with the run's state key (:mod:`.seal`): anyone who can write to a
-  shared Redis could otherwise set a cached verdict.
+  any of its nodes (detected at connect, or ``cluster=true``). Anyone who can write to a shared
+  Redis could set a cached verdict, so it never holds the action's review cache (that stays in
+  the sticky comment) and holds the command line's only signed with its state key (:mod:`.seal`).
 
 Any other ``word://`` text is refused, never taken for a path (:mod:`.urls` checks them all,
 without echoing a password). Every record a store returns was validated when read
@@ -85,10 +85,10 @@ def open_store(
     """The store a (checked) URL names; ``read_body`` reads the sticky comment for ``comment``,
     ``read_others`` the other pull requests' (route memory only, see :class:`CommentStore`);
     ``timeout`` bounds each Redis call (the policy's ``[state] timeout_s``; default 1 s).
-    A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning. ``key`` (checked,
-    :func:`check_key`) signs a Redis store's review cache and findings' states (:mod:`.seal`);
-    without one, a Redis keeps route memory and the ledger only, the review memory goes to the
-    sticky comment when ``read_body`` reads one (:class:`SplitStore`), and the log says so."""
+    A ``rediss://`` URL with ``ssl_cert_reqs=none`` is opened with one warning. A Redis keeps
+    route memory and the ledger; the review cache and findings' states go to the sticky comment
+    when ``read_body`` reads one (the action: :class:`SplitStore`), else into the Redis signed
+    with ``key`` (checked, :func:`check_key`; :mod:`.seal`), else nowhere (the log says so)."""
     if not url or url == "none":
         return NullStore()
     if url == "comment":
@@ -115,16 +115,16 @@ def open_store(
             timeout=timeout or TIMEOUT_S,
             seal=Seal(key) if key else None,
         )
-        if key:
-            return shared
-        log.info(
-            "state %s: no state key, so the review cache and findings' states are %s (anyone "
-            "who can write to a shared Redis could forge a cached verdict); set the state-key "
-            "input or %s to a secret of at least %d characters to keep them there, signed",
-            redact_url(url),
-            "kept in the sticky comment" if read_body else "not kept",
-            KEY_ENV,
-            MIN_KEY_CHARS,
-        )
-        return SplitStore(shared, CommentStore(read_body)) if read_body else shared
+        if read_body is not None:  # the action: review memory in our own sticky comment
+            return SplitStore(shared, CommentStore(read_body))
+        if not key:
+            log.info(
+                "state %s: no state key, so the review cache and findings' states are not kept "
+                "(anyone who can write to a shared Redis could forge a cached verdict); set %s "
+                "to a secret of at least %d characters to keep them there, signed",
+                redact_url(url),
+                KEY_ENV,
+                MIN_KEY_CHARS,
+            )
+        return shared
     return FileStore(url[len("file:") :] if url.startswith("file:") else url)

@@ -4,7 +4,7 @@ Whoever can write to a shared Redis can write any value under any of our keys, a
 is named from public inputs (a repository, a content hash, a fingerprint). A review-cache entry
 decides a verdict with zero requests, so an unsigned one is a verdict anyone with the Redis
 password can set. A :class:`Seal` signs each such entry with HMAC-SHA256 under the run's state
-key (a secret only the repository's own runs hold), bound to the key name the entry is stored
+key (a secret only the setup's own runs hold), bound to the key name the entry is stored
 under, and refuses at load any entry whose signature is missing or wrong.
 
 The signature is the stored JSON object's first member, ``"sig"``, over the exact bytes of the
@@ -34,6 +34,10 @@ def check_key(text: str) -> str:
     """``text`` as a state key (surrounding whitespace dropped); raises :class:`ValueError`
     whose message never holds the text."""
     key = text.strip()
+    try:
+        key.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ValueError("is not UTF-8 text; use random letters and digits") from None
     if len(key) < MIN_KEY_CHARS:
         raise ValueError(
             f"is {len(key)} characters long; use at least {MIN_KEY_CHARS} random characters "

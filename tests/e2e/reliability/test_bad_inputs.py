@@ -77,8 +77,6 @@ CASES: list[tuple[str, str, str]] = [
     ("state", "redis://:hunter2pass@/0", "file:PATH, or redis://[:PASSWORD@]HOST"),
     ("state", "valkey://cache:6379/0", "input `state`: (hidden) has an unknown scheme `valkey://`"),
     ("state", "redis://:hunter#2@cache/0", "input `state`: (hidden) has characters that must be"),
-    ("state-key", "hunter2-too-shrt"[:15], "input `state-key`: (hidden) is 15 characters long"),
-    ("state-key", " hunter2 ", "input `state-key`: (hidden) is 7 characters long; use at least 16"),
 ]
 
 #: The cases run as a subprocess (one per kind of check: a missing input, a secret input's

@@ -286,39 +286,24 @@ def test_canary_keys_never_leave_the_cli(tmp_path: Path, canary_fleet: FaultFlee
 STATE_KEY_CANARY = "Sk9sCanU_state-Wd3Pe8Nq5Hx2Lr7Gv4Zb1"
 
 
-def test_the_state_key_never_leaves_the_action(
-    tmp_path: Path, github_mock: MockGitHub, canary_fleet: FaultFleet, redis_server: Any
-) -> None:
-    """``state-key`` with a Redis state: masked before anything else is written, and nowhere
-    else: not in the log, comment, summary, outputs, report, prompts, nor any Redis value
-    (which hold its signatures, not it)."""
+def test_the_state_key_never_leaves_the_cli(tmp_path: Path, redis_server: Any) -> None:
+    """``RELAY_REVIEW_STATE_KEY`` with a Redis state (the command line's signed review cache):
+    in no output, report or Redis value (which hold its signatures, not it), on a first run
+    and on the second that reuses the signed review."""
     import redis
 
-    env = {**CANARIES, "GITHUB_TOKEN": GITHUB_TOKEN}
-    inputs = {
-        "policy": canary_policy(canary_fleet),
-        "github-token": GITHUB_TOKEN,
-        "state": redis_server.url,
-        "state-key": STATE_KEY_CANARY,
-    }
-    run = run_action(tmp_path, github_mock, inputs, files=FILES, env_extra=env)
-    assert run.code == 0, run.stdout
-    lines = run.stdout.splitlines()
-    first_other = next(i for i, line in enumerate(lines) if not line.startswith("::add-mask::"))
-    assert f"::add-mask::{STATE_KEY_CANARY}" in lines[:first_other]
+    env = {**CANARIES, "RELAY_REVIEW_STATE_KEY": STATE_KEY_CANARY, "RELAY_DRILL_PORT": "0"}
+    texts: dict[str, str] = {}
+    for run in ("first", "second"):
+        done = cli(["drill", "--format", "json", "--state", redis_server.url], env, tmp_path)
+        assert done.returncode == 0, done.stderr
+        texts[f"{run} stdout"], texts[f"{run} stderr"] = done.stdout, done.stderr
     with redis.Redis.from_url(redis_server.url) as client:
         stored = {k: client.get(k) for k in client.scan_iter("*") if client.type(k) == b"string"}
     signed = [v for k, v in stored.items() if b":m:chunk:" in k]
     assert signed and all(v.startswith(b'{"sig":"') for v in signed)  # the review was kept
-    texts = {
-        "stdout": without_masks(run.stdout),
-        "stderr": run.stderr,
-        "comment bodies": json.dumps(posted_bodies(github_mock)),
-        "step summary": run.summary,
-        "outputs": json.dumps(run.outputs),
-        "JSON report": json.dumps(run.report),
-        "files left": run.files_text(),
-        "prompts sent to the models": json.dumps([r.body for r in canary_fleet.requests]),
-        "Redis values": b"\n".join(stored.values()).decode("utf-8", "replace"),
-    }
+    texts["Redis values"] = b"\n".join(stored.values()).decode("utf-8", "replace")
+    texts["files left"] = "\n".join(
+        f.read_text(errors="replace") for f in tmp_path.rglob("*") if f.is_file()
+    )
     assert_no_canary(texts, [STATE_KEY_CANARY])

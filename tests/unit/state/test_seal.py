@@ -55,3 +55,7 @@ def test_a_short_key_is_refused_without_echoing_it() -> None:
         check_key(" s3cret-short ")
     assert "s3cret" not in str(caught.value) and f"at least {MIN_KEY_CHARS}" in str(caught.value)
     assert check_key(f"  {KEY}\n") == KEY
+    # an environment value that is not UTF-8 (os.environ keeps its bytes as surrogates)
+    with pytest.raises(ValueError, match="not UTF-8") as caught:
+        check_key(b"\xff\xfe-not-text-0123456789".decode("utf-8", "surrogateescape"))
+    assert "not-text" not in str(caught.value)
