@@ -237,41 +237,34 @@ def test_a_finding_rated_at_another_severity_is_not_posted_again(
     github_creates_threads(gql, github_mock)
     _, cursor_thread = gql.all_threads()
 
-    next_push(github_mock, overlay, gql, SHA2)
-    # another line of the file changed (so the model is asked again), the cited ones did not
-    VERDICT.update(findings=[SQL, {**CURSOR, "severity": "high"}])
+    def push(name: str, head: str, severity: str, line13: str) -> Any:
+        """A push that changes line 13 only (so the model is asked again; the cited lines
+        stay), whose model rates the cursor finding ``severity``: nothing is posted."""
+        next_push(github_mock, overlay, gql, head)
+        VERDICT.update(findings=[SQL, {**CURSOR, "severity": severity}])
+        run = run_in_process(
+            tmp_path / name,
+            github_mock,
+            inputs,
+            payload=pr_payload(head_sha=head),
+            files=files(QUERY_LINE, line13),
+        )
+        assert run.code == 0, run.stdout + run.stderr
+        assert reviews_posted(github_mock) == [] and run.report is not None
+        return run.report
+
     since = len(gql.requests)
-    two = run_in_process(
-        tmp_path / "two",
-        github_mock,
-        inputs,
-        payload=pr_payload(head_sha=SHA2),
-        files=files(QUERY_LINE, "if rows is not None:"),
-    )
-    assert two.code == 0, two.stdout + two.stderr
-    assert reviews_posted(github_mock) == []
+    two = push("two", SHA2, "high", "if rows is not None:")
     assert not gql.mutations("resolveReviewThread", since) and not cursor_thread.resolved
-    assert two.report is not None
-    assert [(f["state"], f["first_seen"]) for f in two.report["findings"]] == [
+    assert [(f["state"], f["first_seen"]) for f in two["findings"]] == [
         ("open", SHA[:12]),
         ("open", SHA[:12]),
     ]
-    assert two.report["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
+    assert two["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
 
     gql.reply(cursor_thread, "Won't fix: closed by the pool.", ("User", "maint"), "MEMBER")
-    next_push(github_mock, overlay, gql, SHA3)
-    VERDICT.update(findings=[SQL, {**CURSOR, "severity": "low"}])
-    three = run_in_process(
-        tmp_path / "three",
-        github_mock,
-        inputs,
-        payload=pr_payload(head_sha=SHA3),
-        files=files(QUERY_LINE, "if rows:  # any row"),
-    )
-    assert three.code == 0, three.stdout + three.stderr
-    assert reviews_posted(github_mock) == []
-    assert three.report is not None
-    assert [f["state"] for f in three.report["findings"]] == ["open", "dismissed"]
+    three = push("three", SHA3, "low", "if rows:  # any row")
+    assert [f["state"] for f in three["findings"]] == ["open", "dismissed"]
 
 
 def test_unreadable_threads_warn_and_never_repost_what_memory_saw(

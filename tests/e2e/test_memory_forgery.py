@@ -67,22 +67,13 @@ def clear_findings(client: redis.Redis, keep_signature: bool) -> int:
     return n
 
 
-@pytest.fixture
-def client(redis_server: RedisServer) -> Any:
-    c = redis.Redis.from_url(redis_server.url)
-    c.flushdb()
-    yield c
-    c.flushdb()
-    c.close()
-
-
 def test_a_run_with_the_state_key_reuses_its_own_signed_review(
-    redis_server: RedisServer, client: redis.Redis
+    redis_server: RedisServer, redis_client: redis.Redis
 ) -> None:
     port = free_port()
     first, _ = drill(redis_server.url, port)
     assert first["decision"] == "request_changes" and first["findings"]
-    assert all(client.get(k).startswith(b'{"sig":"') for k in chunk_keys(client))
+    assert all(redis_client.get(k).startswith(b'{"sig":"') for k in chunk_keys(redis_client))
     second, _ = drill(redis_server.url, port)
     assert second["decision"] == first["decision"]
     assert len(second["findings"]) == len(first["findings"])
@@ -91,12 +82,12 @@ def test_a_run_with_the_state_key_reuses_its_own_signed_review(
 
 @pytest.mark.parametrize("keep_signature", [False, True], ids=["unsigned", "old-signature"])
 def test_a_tenant_who_empties_the_cached_findings_gets_no_approve(
-    redis_server: RedisServer, client: redis.Redis, keep_signature: bool
+    redis_server: RedisServer, redis_client: redis.Redis, keep_signature: bool
 ) -> None:
     port = free_port()
     first, _ = drill(redis_server.url, port)
     assert first["decision"] == "request_changes"
-    assert clear_findings(client, keep_signature) >= 2
+    assert clear_findings(redis_client, keep_signature) >= 2
     second, stderr = drill(redis_server.url, port)
     assert second["decision"] == "request_changes"
     assert len(second["findings"]) == len(first["findings"])
@@ -112,25 +103,25 @@ def test_a_tenant_who_empties_the_cached_findings_gets_no_approve(
 
 
 def test_a_signed_memo_copied_under_another_key_is_refused(
-    redis_server: RedisServer, client: redis.Redis
+    redis_server: RedisServer, redis_client: redis.Redis
 ) -> None:
     """A tenant cannot move a clean signed memo (another file's, another pull request's) onto
     the key of a file that has findings: the signature names the key it was made for."""
     port = free_port()
     drill(redis_server.url, port)
-    keys = chunk_keys(client)
-    values = {k: client.get(k) for k in keys}
+    keys = chunk_keys(redis_client)
+    values = {k: redis_client.get(k) for k in keys}
     clean = [k for k in keys if not json.loads(values[k]).get("findings")]
     assert clean and len(clean) < len(keys)
     for key in keys:
-        client.set(key, values[clean[0]], px=client.pttl(key))
+        redis_client.set(key, values[clean[0]], px=redis_client.pttl(key))
     second, stderr = drill(redis_server.url, port)
     assert second["decision"] == "request_changes" and chat_requests(second) >= 1
     assert "not signed with this setup's state key" in stderr
 
 
 def test_without_a_state_key_no_review_memory_is_kept_or_read(
-    redis_server: RedisServer, client: redis.Redis
+    redis_server: RedisServer, redis_client: redis.Redis
 ) -> None:
     """No key: the Redis keeps route memory and the ledger only; a forged memo under the very
     key a run would read is never read; the log and the report say why nothing was reused."""
@@ -138,13 +129,13 @@ def test_without_a_state_key_no_review_memory_is_kept_or_read(
     first, stderr = drill(redis_server.url, port, key=None)
     assert "no state key, so the review cache and findings' states are not kept" in stderr
     assert "WARNING" not in stderr
-    names = {k.decode() for k in client.scan_iter(f"{PREFIX}*")}
+    names = {k.decode() for k in redis_client.scan_iter(f"{PREFIX}*")}
     assert any(n.startswith(f"{PREFIX}m:route:") for n in names)
     assert not [n for n in names if n.startswith((f"{PREFIX}m:chunk:", f"{PREFIX}m:latest:"))]
     # the keys a keyed run writes for this diff, forged clean and unsigned
     keyed, _ = drill(redis_server.url, port)
     assert keyed["decision"] == "request_changes"
-    assert clear_findings(client, keep_signature=False) >= 2
+    assert clear_findings(redis_client, keep_signature=False) >= 2
     second, _ = drill(redis_server.url, port, key=None)
     assert second["decision"] == first["decision"] == "request_changes"
     assert chat_requests(second) >= 1 and second["memory"]["reused_files"] == 0

@@ -12,6 +12,7 @@ import subprocess
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -147,6 +148,19 @@ def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServ
         server.stop()
 
 
-#: The state key tests give a Redis store whose review cache they exercise (the store keeps
-#: none without one: :mod:`relay_review.state.seal`).
+@pytest.fixture
+def redis_client(redis_server: RedisServer) -> Iterator[Any]:
+    """A client of the test's server (whichever ``redis_server`` the module has), its database
+    flushed before and after the test."""
+    import redis
+
+    client = redis.Redis.from_url(redis_server.url)
+    client.flushdb()
+    yield client
+    client.flushdb()
+    client.close()
+
+
+#: The state key tests give a Redis store whose review cache they exercise (the command line
+#: keeps none without one: :mod:`relay_review.state.seal`).
 STATE_KEY = "tests-state-key-0123456789abcdef"

@@ -20,7 +20,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import redis
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -260,15 +259,6 @@ def test_random_bytes_into_the_file_and_comment_stores(tmp_path: Path, data: byt
 
 
 # --- Redis: one key per entry, each its own input --------------------------------------------
-
-
-@pytest.fixture
-def redis_client(redis_server: Any) -> Any:
-    client = redis.Redis.from_url(redis_server.url)
-    client.flushdb()
-    yield client
-    client.flushdb()
-    client.close()
 
 
 def redis_store(url: str, prefix: str = "t:") -> RedisStore:
