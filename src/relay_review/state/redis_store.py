@@ -375,11 +375,10 @@ class RedisStore:
         single server (unless the URL said ``?cluster=true``) whose eviction is unknown."""
         log.warning(
             "state %s: the ACL user may not run INFO (%s), so whether the server is a cluster "
-            "node or may evict the quota ledger's keys is not known; this run treats it as one "
-            "server%s",
+            "node or may evict the quota ledger's keys is not known; this run treats it as %s",
             self.where,
             reason(exc, self.health.secrets, self.prefix),
-            " (as ?cluster=true says: a cluster)" if self.cluster else "",
+            "a cluster (?cluster=true)" if self.cluster else "one server (else: ?cluster=true)",
         )
         return {}
 
