@@ -33,8 +33,8 @@ from relay_review.config import (
 from relay_review.drill.review import sample_diff
 from relay_review.pipeline.review import review as run_review
 from relay_review.providers.discovery import discover
-from relay_review.records import Account
-from relay_review.review.citations import citation_problem
+from relay_review.records import Account, Finding
+from relay_review.review.citations import citation_problem, points_at_shown_code
 from relay_review.review.diff import DiffIndex
 from relay_review.review.evidence import has_word, loops
 from relay_review.routing.catalog import build_catalog
@@ -115,12 +115,15 @@ async def test_one_real_review_keeps_the_invariants(tmp_path: Path) -> None:
     assert report["elapsed_s"] <= DEADLINE + 5
     assert elapsed <= DEADLINE + SLACK
     assert all(a["elapsed_s"] <= 300 + 5 for a in report["attempts"])
-    # every kept finding verifies against the diff it was shown
+    # every kept finding passes the pipeline's own citation check against the diff it was
+    # shown (its line is a shown changed line and its quote is that line's text)
     for f in report["findings"]:
-        line = INDEX.line(f["path"], f["line"], f["side"])
-        assert line is not None, f
-    # no approve without evidence: an approval rests on summaries that are words, not loops
+        assert citation_problem(Finding.model_validate(f), INDEX) is None, f
+    # no approve without evidence: an approval rests on summaries that are words, not loops,
+    # on a whole review, and on no dropped finding that still points at shown changed code
     if report["decision"] == "approve":
         assert report["summary"] and has_word(report["summary"]) and not loops(report["summary"])
+        assert not report.get("partial"), report["partial"]
+        dropped = [Finding.model_validate(u) for u in report["unverified"]]
+        assert not [u for u in dropped if points_at_shown_code(u, INDEX)], report["unverified"]
     assert report["decision"] in {"approve", "comment", "request_changes", "unavailable"}
-    assert citation_problem  # the same check the pipeline applied (imported for the reader)
