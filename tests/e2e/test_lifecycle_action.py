@@ -261,6 +261,11 @@ def test_a_finding_rated_at_another_severity_is_not_posted_again(
         ("open", SHA[:12]),
     ]
     assert two["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
+    # named once, by its first identity (not again under "earlier pushes: still open")
+    assert [f["fingerprint"] for f in two["findings"]] == [
+        f["fingerprint"] for f in one.report["findings"]
+    ]
+    assert two["lifecycle"]["earlier"] == []
 
     gql.reply(cursor_thread, "Won't fix: closed by the pool.", ("User", "maint"), "MEMBER")
     three = push("three", SHA3, "low", "if rows:  # any row")

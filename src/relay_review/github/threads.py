@@ -22,8 +22,9 @@ proves nothing: anyone can paste it. Threads we did not start are never replied 
   only for someone whose association this pull request shows (a comment in its threads, or its
   author); anyone else's is ignored (fail closed);
 * a finding on the cited lines of an earlier one (a thread's marker, or memory) whose
-  fingerprint this run does not report is that finding rated at another severity: it goes by
-  the earlier fingerprint (open, dismissed, never posted twice);
+  fingerprint this run does not report is that finding rated at another severity: one such
+  finding goes by the earlier fingerprint (open, never posted twice), and keeps its dismissal
+  only at a severity no higher than our thread says was dismissed;
 * everything else is ``new`` and posted once.
 
 :func:`read_threads` and :func:`close` are the two GitHub calls; neither raises for GitHub's
@@ -324,12 +325,20 @@ class Plan:
     entries: dict[str, Entry] = field(default_factory=dict)
     #: The state of each finding given (same order), and the commit it was first seen at.
     states: list[tuple[State, str]] = field(default_factory=list)
+    #: Each finding's identity (same order): its fingerprint, or the earlier finding's it is
+    #: (the same cited lines at another severity); None without a fingerprint.
+    identities: list[str | None] = field(default_factory=list)
 
     def counts(self) -> dict[str, int]:
         out = {"new": 0, "open": 0, "fixed": 0, "dismissed": 0}
         for e in self.entries.values():
             out[e.state] += 1
         return out
+
+
+#: The severity our line comment starts with (``**relay-review · high**: ...``), by rank.
+_SEVERITY = re.compile(r"\*\*relay-review · (low|medium|high)\*\*")
+_RANK = {"low": 0, "medium": 1, "high": 2}
 
 
 def _reply(how: str, sha12: str) -> str:
@@ -392,26 +401,44 @@ def plan(
 
     # The same cited lines rated at another severity (the fingerprint's kind) are the finding
     # an earlier push made, not a new one: when this run does not report that earlier
-    # fingerprint itself, the finding goes by it (not posted again, its dismissal kept).
+    # fingerprint itself, one finding goes by it (not posted again). A dismissal carries over
+    # only to a severity no higher than the one dismissed (read from our thread's comment):
+    # a problem the model now rates worse is posted again, never buried under a dismissed nit.
     reported = {f.fingerprint for f in findings if f.fingerprint}
     earlier: dict[tuple[str, str], str] = {}
+    rated: dict[str, int] = {}
     for fp, group in ours.items():
         for t, cited, _ in group:
             earlier.setdefault((t.path, cited[:40]), fp)
+            said = _SEVERITY.match(t.comments[0].body or "")
+            if said:
+                rated.setdefault(fp, _RANK[said.group(1)])
     for fp, k in remembered.items():
         earlier.setdefault((k.path, k.cited[:40]), fp)
+    taken: set[str] = set()
+
+    def identity(f: Finding) -> str | None:
+        """``f``'s fingerprint, or the earlier finding's whose cited lines it cites (above)."""
+        fp = f.fingerprint
+        if fp is None or fp in ours or fp in remembered or not f.cited:
+            return fp
+        alias = earlier.get((f.path, f.cited[:40]))
+        if alias is None or alias in reported or alias in taken:
+            return fp
+        if alias in dismissed and _RANK.get(f.severity, 3) > rated.get(alias, -1):
+            return fp
+        taken.add(alias)
+        return alias
 
     current: dict[str, int] = {}
     for i, f in enumerate(findings):
-        fp_or_none = f.fingerprint
+        fp_or_none = identity(f)
+        out.identities.append(fp_or_none)
         if fp_or_none is None:
             out.post.append(i)
             out.states.append(("new", head12))
             continue
         fp = fp_or_none
-        if fp not in ours and fp not in remembered and f.cited:
-            alias = earlier.get((f.path, f.cited[:40]))
-            fp = alias if alias is not None and alias not in reported else fp
         first = first_of.get(fp, head12)
         if fp in current:  # the same finding twice (two chunks): one entry, posted once
             out.states.append(out.states[current[fp]])

@@ -104,9 +104,13 @@ def plan_story(
         known=associations(threads or (), extra),
         reviewed=frozenset(f.path for f in report.files if f.status == ReviewStatus.REVIEWED),
     )
+    # each finding under its identity: an earlier finding's when it is that finding rated at
+    # another severity (so the report and the story name it once)
     report.verdict.findings = [
-        f.model_copy(update={"state": state, "first_seen": first})
-        for f, (state, first) in zip(report.verdict.findings, plan.states, strict=True)
+        f.model_copy(update={"state": state, "first_seen": first, "fingerprint": ident})
+        for f, (state, first), ident in zip(
+            report.verdict.findings, plan.states, plan.identities, strict=True
+        )
     ]
     current = {f.fingerprint for f in report.verdict.findings if f.fingerprint}
     report.lifecycle = LifecycleReport(

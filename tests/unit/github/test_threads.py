@@ -60,7 +60,9 @@ def findings(idx: DiffIndex, *lines: int) -> list[dict[str, Any]]:
 
 
 def our_thread(f: dict[str, Any], first: str = HEAD1, **kw: Any) -> Thread:
-    body = "**relay-review · high**: x\n\n" + marker(f["fingerprint"], f["cited"], first)
+    body = f"**relay-review · {f['severity']}**: x\n\n" + marker(
+        f["fingerprint"], f["cited"], first
+    )
     comments = (ThreadComment(body=body, author="github-actions", author_type="Bot"),)
     return Thread(
         id=kw.pop("id", "T1"),
@@ -155,9 +157,31 @@ def test_the_same_lines_rated_at_another_severity_are_the_same_finding() -> None
     dismissed = our_thread(a, replies=(reply("won't fix", "MEMBER"),))
     p = run_plan([low], [dismissed], idx=moved)
     assert p.post == [] and p.states[0][0] == "dismissed"
+    assert p.identities == [a["fingerprint"]]  # the report names it by the earlier identity
+    # memory alone does not say what severity was dismissed: the finding is posted again
     known = {a["fingerprint"]: Known("app.py", a["cited"], HEAD1[:12], "dismissed", "👎")}
-    p = run_plan([low], [], remembered=known, idx=moved)  # inline comments off: memory alone
-    assert p.post == [] and p.states[0][0] == "dismissed"
+    p = run_plan([low], [], remembered=known, idx=moved)
+    assert p.post == [0] and p.states[0][0] == "new"
+
+
+def test_a_dismissed_nit_never_buries_worse_problems_on_its_lines() -> None:
+    """Helper audit: a low nit dismissed, then a push rates two problems on the same lines high
+    and medium: each is posted (a dismissal carries over only to a severity no higher than the
+    one dismissed), and an open thread's identity goes to one finding only."""
+    idx = index()
+    (nit,) = findings(idx, 2)
+    nit = rated(nit, "low", idx)
+    thread = our_thread(nit, replies=(reply("won't fix", "MEMBER"),))
+    high = findings(idx, 2)[0]
+    medium = rated(high, "medium", idx)
+    p = run_plan([high, medium], [thread])
+    assert p.post == [0, 1] and [s for s, _ in p.states] == ["new", "new"]
+    # an open thread: the first of two re-rated findings takes its identity, the other is new
+    (a,) = findings(idx, 2)
+    low, medium = rated(a, "low", idx), rated(a, "medium", idx)
+    p = run_plan([low, medium], [our_thread(a)])
+    assert p.identities == [a["fingerprint"], medium["fingerprint"]]
+    assert p.post == [1] and p.states[0] == ("open", HEAD1[:12])
 
 
 def test_two_findings_on_the_same_lines_at_two_severities_stay_two() -> None:
