@@ -73,7 +73,7 @@ class TlsServer:
             enabled=True,
             passwords=[f"+{PASSWORD}"],
             keys=["relay:*"],
-            commands=["+@read", "+@write", "+@scripting", "+info", "+ping"],
+            commands=["+@read", "+@write", "+@scripting", "+info", "+ping", "+time"],
         )
         acl.close()
         time.sleep(0.1)
@@ -133,11 +133,15 @@ def test_an_untrusted_certificate_is_refused_with_its_reason_and_no_password(
     assert PASSWORD not in warning and "***" in warning
 
 
-def test_an_acl_user_limited_to_its_prefix(
+async def test_an_acl_user_limited_to_its_prefix(
     tls: TlsServer, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """The README's ACL (``+@read +@write +@scripting +info +ping +time``): memory and the
+    ledger both work (the ledger's script calls TIME), and another prefix is refused."""
     ca = f"ssl_ca_certs={tls.ca}"
-    round_trip(tls.url(user="relay", query=f"?{ca}&prefix=relay:"))
+    store = round_trip(tls.url(user="relay", query=f"?{ca}&prefix=relay:"))
+    assert (await store.ledger.reserve("acct", Budget(rpm=1))).granted
+    assert not store.health.broken
     store = open_store(tls.url(user="relay", query=f"?{ca}&prefix=other:"))
     with caplog.at_level(logging.WARNING):
         store.save(Memory(routes={"a/m": RouteMemo(state="proven", outcome="ok", at=1, until=2e9)}))

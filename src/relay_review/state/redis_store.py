@@ -254,12 +254,13 @@ def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
     if len(text) > MAX_REASON:
         text = text[: MAX_REASON - 3] + "..."
     said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    if isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
-        command = _REFUSED_COMMAND.search(text)
-        if command:
-            said += f"; the ACL user needs the command: +{command.group(1).lower()}"
-        else:
-            said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
+    command = _REFUSED_COMMAND.search(text)  # an ACL refusal naming the command (Valkey too)
+    if command:
+        said += f"; the ACL user needs the command: +{command.group(1).lower()}"
+    elif "executing the script can't run this command" in text:  # Redis, inside a script
+        said += "; the ACL user needs the commands our scripts call: +time, +@read, +@write"
+    elif isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
+        said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
     return said
 
 

@@ -490,3 +490,34 @@ def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_co
         assert not store.health.broken
     finally:
         redis_client.acl_deluser("noinfo")
+
+
+def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
+    redis_server: Any, redis_client: Any, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Helper audit: the README's ACL lacked ``+time``, which the ledger's script calls; the
+    run lost the shared ledger with a warning that named nothing to allow."""
+    import asyncio
+    from urllib.parse import urlsplit
+
+    from relay_review.state.ledger import Budget
+
+    redis_client.acl_setuser(
+        "notime",
+        enabled=True,
+        passwords=["+notime-pass-0123"],
+        keys=["t:*"],
+        commands=["+@read", "+@write", "+@scripting", "+ping", "+info"],
+    )
+    url = f"redis://notime:notime-pass-0123@127.0.0.1:{urlsplit(redis_server.url).port}/0"
+    try:
+        store = redis_store(url)
+        with caplog.at_level(logging.WARNING):
+            try:
+                asyncio.run(store.ledger.reserve("acct", Budget(rpm=1)))
+            except Exception as exc:  # the caller gives up on the shared ledger: said once
+                store.ledger.report_failure(exc)
+        (warning,) = warnings_of(caplog)
+        assert "+time" in warning and "notime-pass-0123" not in warning
+    finally:
+        redis_client.acl_deluser("notime")
