@@ -39,7 +39,8 @@ cluster client, which finds the other nodes from the one named; ``?cluster=true`
 without asking (``?cluster=false``: never a cluster client).
 
 Every call is bounded by ``timeout`` (socket connect and read). Redis unreachable or failing,
-at load or at save: one warning, and the run goes on without memory (it never fails a run).
+at load or at save: one warning, and the run goes on without the shared memory (it never fails
+a run; the action's review cache, in the sticky comment, is not here).
 ``rediss://`` verifies the server's certificate (redis-py's default, not turned off here).
 """
 
@@ -283,7 +284,8 @@ class Health:
     def fail(self, exc: BaseException, doing: str) -> None:
         if not self.broken:
             log.warning(
-                "state %s unavailable while %s (Redis: %s); this run goes on without memory and %s",
+                "state %s unavailable while %s (Redis: %s); this run goes on without the shared "
+                "memory and %s",
                 self.where,
                 doing,
                 reason(exc, self.secrets, self.prefix),
