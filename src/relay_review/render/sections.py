@@ -362,6 +362,8 @@ def _fault_word(probe: Probe, failure: Attempt | None) -> str | None:
         if probe.http_status:
             return str(probe.http_status)
         detail = probe.detail or ""
+        if detail.startswith("remembered"):  # memory's word, not a fault seen this run
+            return "remembered cooling" if status == "deferred" else "remembered dead"
         return "no key" if detail.startswith("missing key") else detail.split(" ", 1)[0] or status
     return None
 

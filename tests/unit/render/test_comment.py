@@ -151,6 +151,26 @@ def test_a_bad_reply_inside_a_200_and_a_cancelled_loser_are_named_not_numbered()
     assert line.endswith("; 3 of 4 routes failed — too slow, 429, bad reply."), line
 
 
+def test_routes_memory_kept_out_are_said_so_not_cut_to_a_colon() -> None:
+    """Helper audit: a catalog memory kept out rendered "1 route failed — remembered:."."""
+    readiness = [
+        {
+            "agent_id": "a/stall",
+            "status": "deferred",
+            "detail": "remembered: timeout, 2 min ago; cooling for 3 min more",
+        },
+        {
+            "agent_id": "b/busy",
+            "status": "rejected",
+            "detail": "remembered from #12: not_found, 1 h ago",
+        },
+        {"agent_id": "c/gone", "status": "rejected", "http_status": 404},
+        {"agent_id": "d/good", "status": "ready", "http_status": 200},
+    ]
+    line = route_summary(RunReport.from_json(report(readiness=readiness)))
+    assert line.endswith("; 3 of 4 routes failed — remembered cooling, remembered dead, 404."), line
+
+
 def test_a_reply_whose_findings_were_all_rejected_gives_no_summary() -> None:
     unverified = [
         {
