@@ -10,6 +10,7 @@ CLI (``relay-review drill --state FILE`` with a corrupt file).
 from __future__ import annotations
 
 import base64
+import contextlib
 import json
 import logging
 import os
@@ -460,24 +461,32 @@ def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
     assert decode(encode(memory), limits=LIMITS).memory.routes["acme/m"] == memo
 
 
+@contextlib.contextmanager
+def acl_user(server: Any, client: Any, name: str, *commands: str) -> Iterator[str]:
+    """A URL of the test server for ACL user ``name`` (password ``{name}-pass-0123``, keys
+    ``t:*``, the read, write and scripting categories and ``commands``), removed afterwards."""
+    from urllib.parse import urlsplit
+
+    client.acl_setuser(
+        name,
+        enabled=True,
+        passwords=[f"+{name}-pass-0123"],
+        keys=["t:*"],
+        commands=["+@read", "+@write", "+@scripting", *commands],
+    )
+    try:
+        yield f"redis://{name}:{name}-pass-0123@127.0.0.1:{urlsplit(server.url).port}/0"
+    finally:
+        client.acl_deluser(name)
+
+
 def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_command(
     redis_server: Any, redis_client: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     """Session-12 audit: an ACL user that may not run ``INFO`` lost the whole store, and the
     warning named the key pattern. Now INFO's answer is unknown (one server, eviction not
     known), said once with the command to allow, and memory and the ledger still work."""
-    from urllib.parse import urlsplit
-
-    redis_client.acl_setuser(
-        "noinfo",
-        enabled=True,
-        passwords=["+noinfo-pass-0123"],
-        keys=["t:*"],
-        commands=["+@read", "+@write", "+@scripting", "+ping", "-info"],
-    )
-    port = urlsplit(redis_server.url).port
-    url = f"redis://noinfo:noinfo-pass-0123@127.0.0.1:{port}/0"
-    try:
+    with acl_user(redis_server, redis_client, "noinfo", "+ping", "-info") as url:
         memo = ChunkMemo(head="abc", route="a/m", at=NOW - 5, until=NOW + 600)
         with caplog.at_level(logging.WARNING):
             redis_store(url).save(Memory(routes={"a/m": GOOD_MEMO}, chunks={"c" * 32: memo}))
@@ -488,8 +497,6 @@ def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_co
         loaded = store.load(LIMITS, Wanted.of(routes=["a/m"], chunks=["c" * 32]))
         assert loaded.routes == {"a/m": GOOD_MEMO} and loaded.chunks == {"c" * 32: memo}
         assert not store.health.broken
-    finally:
-        redis_client.acl_deluser("noinfo")
 
 
 def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
@@ -498,19 +505,10 @@ def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
     """Helper audit: the README's ACL lacked ``+time``, which the ledger's script calls; the
     run lost the shared ledger with a warning that named nothing to allow."""
     import asyncio
-    from urllib.parse import urlsplit
 
     from relay_review.state.ledger import Budget
 
-    redis_client.acl_setuser(
-        "notime",
-        enabled=True,
-        passwords=["+notime-pass-0123"],
-        keys=["t:*"],
-        commands=["+@read", "+@write", "+@scripting", "+ping", "+info"],
-    )
-    url = f"redis://notime:notime-pass-0123@127.0.0.1:{urlsplit(redis_server.url).port}/0"
-    try:
+    with acl_user(redis_server, redis_client, "notime", "+ping", "+info") as url:
         store = redis_store(url)
         with caplog.at_level(logging.WARNING):
             try:
@@ -519,5 +517,3 @@ def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
                 store.ledger.report_failure(exc)
         (warning,) = warnings_of(caplog)
         assert "+time" in warning and "notime-pass-0123" not in warning
-    finally:
-        redis_client.acl_deluser("notime")
