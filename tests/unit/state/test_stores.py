@@ -486,7 +486,11 @@ def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_co
     """Session-12 audit: an ACL user that may not run ``INFO`` lost the whole store, and the
     warning named the key pattern. Now INFO's answer is unknown (one server, eviction not
     known), said once with the command to allow, and memory and the ledger still work."""
-    with acl_user(redis_server, redis_client, "noinfo", "+ping", "-info") as url:
+    import asyncio
+
+    from relay_review.state.ledger import Budget
+
+    with acl_user(redis_server, redis_client, "noinfo", "+ping", "+time", "-info") as url:
         memo = ChunkMemo(head="abc", route="a/m", at=NOW - 5, until=NOW + 600)
         with caplog.at_level(logging.WARNING):
             redis_store(url).save(Memory(routes={"a/m": GOOD_MEMO}, chunks={"c" * 32: memo}))
@@ -496,6 +500,7 @@ def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_co
         store = redis_store(url)
         loaded = store.load(LIMITS, Wanted.of(routes=["a/m"], chunks=["c" * 32]))
         assert loaded.routes == {"a/m": GOOD_MEMO} and loaded.chunks == {"c" * 32: memo}
+        assert asyncio.run(store.ledger.reserve("acct", Budget(rpm=1))).granted
         assert not store.health.broken
 
 
