@@ -111,6 +111,9 @@ def test_two_pushes_reuse_the_unchanged_file_and_remember_routes(
     ]
     (ours,) = [c for c in overlay.comments() if c.login == BOT_LOGIN]
     assert f"reviewed at `{SHA[:12]}`, unchanged since" in ours.body
+    # inline comments off (no threads): the same findings are still open since the first push
+    assert {(f["state"], f["first_seen"]) for f in report["findings"]} == {("open", SHA[:12])}
+    assert f"still open, first seen at `{SHA[:12]}`" in ours.body
     # hedged: the first run served on acme without a probe and sent nothing to the 503
     # route, so memory knows only the proven one
     assert "remembered: served" in ours.body and "not needed" in ours.body

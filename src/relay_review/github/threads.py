@@ -445,10 +445,15 @@ def plan(
             continue
         current[fp] = i
         path, line, cited = f.path, f.line, f.cited or ""
+        seen = fp in remembered and remembered[fp].state == "open"
         if fp in dismissed:
             state: State = "dismissed"
-        elif live(fp) or (threads is None and fp in remembered and remembered[fp].state == "open"):
+        elif live(fp) or (threads is None and seen):
             state = "open"
+        elif seen:  # an earlier push had it, with no thread of ours: inline comments off, or
+            # held back by the inline cap or floor; still open, and a candidate to post again
+            state = "open"
+            out.post.append(i)
         else:
             state, first = "new", head12
             out.post.append(i)

@@ -347,6 +347,18 @@ def test_memory_keeps_a_dismissal_without_the_thread() -> None:
     assert p.post == [] and p.states == [("dismissed", HEAD1[:12])]
 
 
+def test_a_finding_memory_saw_without_a_thread_is_still_open_not_new() -> None:
+    """Helper audit: with inline comments off (the default: no threads), or a finding held back
+    by the inline cap or floor, every push called the same finding "new since the last push"
+    and its first commit this one. It is still open since its first push, and still a
+    candidate to post (the cap may let it through now)."""
+    (a,) = findings(index(), 2)
+    remembered = {a["fingerprint"]: Known("app.py", a["cited"], HEAD1[:12], "open")}
+    p = run_plan([a], [], remembered=remembered)
+    assert p.states == [("open", HEAD1[:12])] and p.post == [0]
+    assert p.counts() == {"new": 0, "open": 1, "fixed": 0, "dismissed": 0}
+
+
 def test_unreadable_threads_never_duplicate_what_memory_saw_posted() -> None:
     a, b = findings(index(), 2, 3)
     remembered = {a["fingerprint"]: Known("app.py", a["cited"], HEAD1[:12], "open")}
