@@ -51,6 +51,7 @@ from relay_review.github.graphql import (
     graphql,
 )
 from relay_review.records import Finding
+from relay_review.review.decision import SEVERITY_RANK
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import still_cited
 
@@ -336,9 +337,8 @@ class Plan:
         return out
 
 
-#: The severity our line comment starts with (``**relay-review · high**: ...``), by rank.
-_SEVERITY = re.compile(r"\*\*relay-review · (low|medium|high)\*\*")
-_RANK = {"low": 0, "medium": 1, "high": 2}
+#: The severity our line comment starts with (``**relay-review · high**: ...``).
+_SEVERITY = re.compile(rf"\*\*relay-review · ({'|'.join(SEVERITY_RANK)})\*\*")
 
 
 def _reply(how: str, sha12: str) -> str:
@@ -412,7 +412,7 @@ def plan(
             earlier.setdefault((t.path, cited[:40]), fp)
             said = _SEVERITY.match(t.comments[0].body or "")
             if said:
-                rated.setdefault(fp, _RANK[said.group(1)])
+                rated.setdefault(fp, SEVERITY_RANK[said.group(1)])
     for fp, k in remembered.items():
         earlier.setdefault((k.path, k.cited[:40]), fp)
     taken: set[str] = set()
@@ -425,7 +425,7 @@ def plan(
         alias = earlier.get((f.path, f.cited[:40]))
         if alias is None or alias in reported or alias in taken:
             return fp
-        if alias in dismissed and _RANK.get(f.severity, 3) > rated.get(alias, -1):
+        if alias in dismissed and SEVERITY_RANK[f.severity] > rated.get(alias, 0):
             return fp
         taken.add(alias)
         return alias
@@ -450,12 +450,9 @@ def plan(
             state: State = "dismissed"
         elif live(fp) or (threads is None and seen):
             state = "open"
-        elif seen:  # an earlier push had it, with no thread of ours: inline comments off, or
-            # held back by the inline cap or floor; still open, and a candidate to post again
-            state = "open"
-            out.post.append(i)
-        else:
-            state, first = "new", head12
+        else:  # no thread of ours: new, or seen on an earlier push with none (inline comments
+            # off, or held back by the inline cap or floor): still open; a candidate either way
+            state, first = ("open", first) if seen else ("new", head12)
             out.post.append(i)
         out.states.append((state, first))
         out.entries[fp] = Entry(fp, path, line, state, first, dismissed.get(fp, ""), cited)

@@ -208,6 +208,14 @@ class Memory(_Record):
             findings=dict(findings or {}),
         )
 
+    def route_memory(self) -> Memory:
+        """Its route and account memos only (what a shared store keeps without a state key)."""
+        return Memory.of(routes=self.routes, accounts=self.accounts)
+
+    def review_memory(self) -> Memory:
+        """Its review cache and findings' states only (what decides a verdict)."""
+        return Memory.of(chunks=self.chunks, findings=self.findings)
+
     def fresh(self, now: float) -> Memory:
         """Only the entries whose time has not run out at ``now``."""
         return Memory.of(

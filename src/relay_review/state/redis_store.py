@@ -440,11 +440,10 @@ class RedisStore:
     def _key(self, kind: str, name: str) -> str:
         return f"{self.prefix}m:{kind}:{name}"
 
-    def _sealed(self, key: str, body: str) -> str:
-        """``body`` as stored under ``key``: signed when it is review memory (or its pointer)."""
-        if self.seal is None or key.startswith((self._key("route", ""), self._key("account", ""))):
-            return body
-        return self.seal.close(key, body)
+    def _signed(self, key: str, body: str) -> str:
+        """Review memory (or its pointer) ``body`` as stored under ``key``: signed (without a
+        seal :meth:`save` has none to write)."""
+        return self.seal.close(key, body) if self.seal is not None else body
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
@@ -560,7 +559,7 @@ class RedisStore:
             return  # said once already; memory is an optimisation
         now = self._clock()
         if self.seal is None:  # the review cache and findings are not kept here unsigned
-            memory = Memory.of(routes=memory.routes, accounts=memory.accounts)
+            memory = memory.route_memory()
         entries: list[tuple[str, RouteMemo | ChunkMemo | FindingMemo]] = [
             *((self._key("route", k), v) for k, v in memory.routes.items()),
             *((self._key("account", k), v) for k, v in memory.accounts.items()),
@@ -588,13 +587,15 @@ class RedisStore:
                     ttl_ms = int((value.until - now) * 1000)  # times are bounded
                     if ttl_ms > 0:
                         latest = now + CLOCK_SKEW_S
-                        body = self._sealed(key, value.model_dump_json())
+                        body = value.model_dump_json()
+                        if not isinstance(value, RouteMemo):  # a route's or account's: unsigned
+                            body = self._signed(key, body)
                         args = [body, value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
                         pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
                 for name, key, unit in pointers:  # the file's latest unit, newer wins
                     ttl_ms = int((unit.until - now) * 1000)
                     if ttl_ms > 0:
-                        pointer = self._sealed(name, json.dumps({"key": key, "at": unit.at}))
+                        pointer = self._signed(name, json.dumps({"key": key, "at": unit.at}))
                         args = [pointer, unit.at, ttl_ms, now + CLOCK_SKEW_S, MAX_ENTRY_BYTES]
                         pipe.execute_command("EVAL", _SET_NEWER, 1, name, *args)
                 for scope, (members, until) in scopes.items():

@@ -431,5 +431,5 @@ class SplitStore:
         )
 
     def save(self, memory: Memory) -> None:
-        self.shared.save(Memory.of(routes=memory.routes, accounts=memory.accounts))
-        self.comment.save(Memory.of(chunks=memory.chunks, findings=memory.findings))
+        self.shared.save(memory.route_memory())
+        self.comment.save(memory.review_memory())
