@@ -21,7 +21,8 @@ from relay_review.review.chunks import MIN_CHUNK_TOKENS, Chunk, plan_chunks
 from relay_review.review.citations import covers, points_at_shown_code
 from relay_review.review.decision import merge_findings
 from relay_review.review.diff import DiffIndex
-from relay_review.review.evidence import all_invented, evidence_problem
+from relay_review.review.echo import Echoes
+from relay_review.review.evidence import all_invented, echo_problem, evidence_problem
 from relay_review.review.prompt import (
     Instructions,
     Prompt,
@@ -130,6 +131,8 @@ class ChunkAsk:
     schema: dict[str, Any]
     forms: ResponseForms
     max_findings: int
+    #: The words the model was shown as data (a reply made of them is no review).
+    echoes: Echoes
     #: Repair-round attempts, accepted or not (the report lists every attempt).
     repairs: list[Attempt] = field(default_factory=list)
 
@@ -150,6 +153,7 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
     """
     chunk, prompt = ask.chunk, ask.prompt
     max_tokens = policy.review.max_output_tokens
+    quoted = ask.echoes.copies_reply
 
     async def repair(entry: CatalogEntry, messages: list[ChatMessage]) -> tuple[Outcome, Attempt]:
         outcome, attempt = await session.call(
@@ -162,17 +166,17 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
         content = outcome.content or ""
         repaired_once = False
         try:
-            parsed = parse_reply_parts(content)
+            parsed = parse_reply_parts(content, quoted)
         except VerdictParseError as exc:
             again, _ = await repair(entry, malformed_repair_messages(prompt, content, str(exc)))
             if not again.ok:
                 return False, None, f"malformed verdict: {exc}; repair round failed"
             try:
-                parsed = parse_reply_parts(again.content or "")
+                parsed = parse_reply_parts(again.content or "", quoted)
             except VerdictParseError as exc2:
                 return False, None, f"malformed verdict: {exc}; repair reply: {exc2}"
             content, repaired_once = again.content or "", True
-        refused = refusal(parsed, chunk, ask.max_findings)
+        refused = refusal(parsed, chunk, ask.max_findings, ask.echoes)
         if refused:
             return False, None, refused
         verified, rejected = validate_parts(parsed, chunk.index, max_findings=ask.max_findings)
@@ -190,10 +194,10 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
         if not again.ok:
             return False, None, f"{len(rejected)} finding(s) unverified; repair round failed"
         try:
-            second = parse_reply_parts(again.content or "")
+            second = parse_reply_parts(again.content or "", quoted)
         except VerdictParseError as exc:
             return False, None, f"{len(rejected)} finding(s) unverified; repair reply: {exc}"
-        refused = refusal(second, chunk, ask.max_findings)
+        refused = refusal(second, chunk, ask.max_findings, ask.echoes)
         if refused:
             return False, None, f"repair reply: {refused}"
         verified2, rejected2 = validate_parts(second, chunk.index, max_findings=ask.max_findings)
@@ -215,16 +219,18 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
     return accept
 
 
-def refusal(parsed: ParsedReply, chunk: Chunk, max_findings: int) -> str:
+def refusal(parsed: ParsedReply, chunk: Chunk, max_findings: int, echoes: Echoes) -> str:
     """Why a parsed reply is not a review of ``chunk`` (``""``: it may be one): no evidence
-    (junk summary, notes on files not shown) or every finding invented."""
+    (junk summary, notes on files not shown), every finding invented, or, with no verified
+    finding, a summary or note copied from the pull request's own text (planted words obeyed)."""
     problem = evidence_problem(parsed, chunk.paths)
     if problem:
         return f"not a review: {problem}"
     verified, rejected = validate_parts(parsed, chunk.index, max_findings=max_findings)
     if all_invented(parsed, verified, rejected, chunk.index):
         return f"not a review: all {len(rejected)} finding(s) cite code this chunk does not show"
-    return ""
+    echo = None if verified else echo_problem(parsed, echoes)
+    return f"not a review: {echo}" if echo else ""
 
 
 def chunk_budget(
@@ -272,7 +278,8 @@ async def serve_chunks(
             max_findings=cap,
             instructions=instructions,
         )
-        ask = ChunkAsk(chunk, prompt, reply_schema(cap, len(chunk.paths)), forms, cap)
+        echoes = Echoes.of(title, body, chunk.shown_text())
+        ask = ChunkAsk(chunk, prompt, reply_schema(cap, len(chunk.paths)), forms, cap, echoes)
         async with limit:
             result = await session.serve(
                 prompt.messages,

@@ -9,7 +9,7 @@ which changed lines go in which chunk.
 from __future__ import annotations
 
 import sys
-from collections.abc import Collection, Sequence
+from collections.abc import Collection, Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -51,6 +51,14 @@ class Chunk:
     def index(self) -> DiffIndex:
         """The locations shown in this chunk only: validate this chunk's reply against it."""
         return DiffIndex(self.files)
+
+    def shown_text(self) -> Iterator[str]:
+        """The diff's own text this chunk shows, line by line: hunk headings and lines, without
+        the markers and numbers of the chunk's format."""
+        for f in self.files:
+            for hunk in f.hunks:
+                yield hunk.heading
+                yield from (ln.text for ln in hunk.lines)
 
 
 @dataclass

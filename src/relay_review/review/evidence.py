@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from relay_review.records.finding import Finding
 from relay_review.review.citations import points_at_shown_code
 from relay_review.review.diff import DiffIndex
+from relay_review.review.echo import Echoes
 from relay_review.review.rejection import Rejection, show
 from relay_review.review.reply import ParsedReply
 
@@ -57,6 +58,20 @@ def evidence_problem(parsed: ParsedReply, paths: Sequence[str]) -> str | None:
     for path in [*(note.path for note in reply.files), *parsed.named]:
         if path not in shown and path.removeprefix("./") not in shown:
             return f"a file note names {show(path, 120)}, which is not in this chunk"
+    return None
+
+
+def echo_problem(parsed: ParsedReply, echoes: Echoes) -> str | None:
+    """Why the reply's words are the pull request's own (``None``: they are the model's): a
+    summary or file note copied from the title, description or diff is what a model obeying
+    planted text writes, and no evidence that it read the code."""
+    reply = parsed.reply
+    texts = [("the summary", reply.summary)]
+    texts += [(f"the note on {show(note.path, 80)}", note.summary) for note in reply.files]
+    for what, text in texts:
+        copy = echoes.copied(text)
+        if copy is not None:
+            return f"{what} copies the pull request's own text ({show(repr(copy), 60)})"
     return None
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any, NamedTuple
 
 from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
@@ -180,18 +180,21 @@ def split_thinking(text: str) -> tuple[str, str]:
     return "".join(outside), "\n".join(inside)
 
 
-def extract_reply(text: str) -> Extracted:
+def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Extracted:
     """The reply object in a model's text (see :func:`parse_reply` for what is tolerated).
 
     Outside thinking blocks the first reply-shaped object wins (a complete one before a cut
-    one); only when there is none, the *last* one inside the thinking (a draft there never beats
-    the answer). Raises :class:`VerdictParseError` when there is none.
+    one), except that one ``quoted`` from the pull request (the model citing a planted verdict)
+    yields to a later one that is not; only when there is none, the *last* one inside the
+    thinking (a draft there never beats the answer). Raises :class:`VerdictParseError` when
+    there is none.
     """
     outside, inside = split_thinking(text)
     found = list(_candidates(outside))
     complete = [obj for obj, done in found if done]
     if complete:
-        return Extracted(complete[0], False)
+        own = [obj for obj in complete if not (quoted and quoted(obj))]
+        return Extracted((own or complete)[0], False)
     if found:
         return Extracted(found[0][0], True)
     drafts = list(_candidates(inside)) if inside.strip() else []
@@ -291,19 +294,21 @@ def _schema_reason(exc: ValidationError) -> str:
     return _cut("does not match the schema: " + "; ".join(parts), 500)
 
 
-def parse_reply_parts(text: str) -> ParsedReply:
+def parse_reply_parts(text: str, quoted: Callable[[dict], bool] | None = None) -> ParsedReply:
     """Parse a model reply leniently, validate each finding on its own.
 
     Tolerated: prose and Markdown fences around the object, an echoed schema before it, thinking
     blocks (closed or not), literal control characters in strings, trailing commas, single
-    quotes, bare keys, Python literals, a cut-off end. Raises :class:`VerdictParseError` when no
-    object with ``summary`` or ``findings`` is found, or the reply is empty or too long.
+    quotes, bare keys, Python literals, a cut-off end. An object ``quoted`` from the pull
+    request yields to the model's own (:func:`extract_reply`). Raises
+    :class:`VerdictParseError` when no object with ``summary`` or ``findings`` is found, or the
+    reply is empty or too long.
     """
     if not isinstance(text, str) or not text.strip():
         raise VerdictParseError("empty reply")
     if len(text) > MAX_REPLY_CHARS:
         raise VerdictParseError(f"reply of {len(text)} characters exceeds {MAX_REPLY_CHARS}")
-    obj, cut = extract_reply(text)
+    obj, cut = extract_reply(text, quoted)
     raw_findings = obj.get("findings")
     raw_files = obj.get("files")
     head = {k: v for k, v in obj.items() if k not in ("findings", "files")}
