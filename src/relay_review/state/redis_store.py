@@ -40,7 +40,9 @@ without asking (``?cluster=false``: never a cluster client).
 
 Every call is bounded by ``timeout`` (socket connect and read). Redis unreachable or failing,
 at load or at save: one warning, and the run goes on without the shared memory (it never fails
-a run; the action's review cache, in the sticky comment, is not here).
+a run; the action's review cache, in the sticky comment, is not here). At load only a
+``WRONGTYPE`` reply is an unusable entry; any other error reply (``NOPERM``, ``BUSY``, ...) is
+such a failure.
 ``rediss://`` verifies the server's certificate (redis-py's default, not turned off here).
 """
 
@@ -267,6 +269,21 @@ def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
 
 #: The command an ACL refusal names ("User relay has no permissions to run the 'info' command").
 _REFUSED_COMMAND = re.compile(r"permissions to run the '([A-Za-z|]{1,40})' command")
+
+
+def wrong_type(reply: Any) -> bool:
+    """Whether a pipeline reply is the server's ``WRONGTYPE`` (the key holds another Redis
+    type: an unusable entry, overwritten at save)."""
+    return isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE")
+
+
+def _server_fault(replies: list[Any]) -> None:
+    """Raise the first error reply that is not :func:`wrong_type`: an ACL refusal (``NOPERM``),
+    ``BUSY``, ``MOVED``, a lost connection ... is the server's, not an entry's, so memory is
+    off for this run (one warning, through the store's health)."""
+    for reply in replies:
+        if isinstance(reply, Exception) and not wrong_type(reply):
+            raise reply
 
 
 class Health:
@@ -514,6 +531,7 @@ class RedisStore:
             for ident in latest:
                 pipe.getrange(self._key("latest", ident), 0, 512)
             replies = pipe.execute(raise_on_error=False) if names or scopes or latest else []
+        _server_fault(replies)
         found = dict(zip(names, replies[: len(names)], strict=True))
         more: dict[bytes, tuple[str, str]] = {}
         pointers = replies[len(names) + len(scopes) :]
@@ -538,13 +556,13 @@ class RedisStore:
             with client.pipeline(transaction=False) as pipe:
                 for key in more:
                     pipe.getrange(key, 0, MAX_ENTRY_BYTES)
-                found.update(zip(more, pipe.execute(raise_on_error=False), strict=True))
+                replies = pipe.execute(raise_on_error=False)
+            _server_fault(replies)
+            found.update(zip(more, replies, strict=True))
             names.update(more)
         for key, value in found.items():
             section = names[key][0]
-            if isinstance(value, Exception):
-                if not isinstance(value, redis.ResponseError):
-                    raise value  # the server, not the entry: memory is off for this run
+            if isinstance(value, Exception):  # WRONGTYPE: _server_fault raised any other
                 bad[key] = ""
                 self._refused.append(f"{section} entry of another Redis type")
             elif isinstance(value, bytes) and len(value) > MAX_ENTRY_BYTES:
