@@ -181,6 +181,8 @@ async def test_a_review_on_a_cluster_reuses_its_verdict_and_remembers_its_route(
     third, asked = await review_run(fleet, {"acme": "x"}, again_store, "org/a", reuse_reviews=False)
     assert asked == 1 and third["memory"]["proven"] == 1 and third["probes_sent"] == 0
     assert not store.health.broken and not again_store.health.broken
+    for used in (store, again_store):  # unclosed, a later test's log hears them (at GC)
+        await (await used.async_client()).aclose()
 
 
 def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
