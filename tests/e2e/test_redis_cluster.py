@@ -2,11 +2,13 @@
 loopback, started by PID: tests/support/redis_cluster.py). The quota ledger holds across 12
 concurrent ``relay-review chat`` runs; route memory, the review cache and findings round-trip across
 nodes; a run reads only the keys it needs (no SCAN, one pipeline); every key a script touches
-shares its slot."""
+shares its slot; the README's ACL user for a cluster works, and without the cluster commands the
+one warning names them."""
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -17,7 +19,7 @@ import redis
 import redis.cluster
 
 from ledger_load import run_load
-from redis_cluster import RedisCluster
+from redis_cluster import README_CLUSTER_ACL, RedisCluster
 from redis_server import STATE_KEY
 from relay_review.drill import FaultFleet
 from relay_review.state import Wanted, open_store
@@ -179,3 +181,61 @@ async def test_a_review_on_a_cluster_reuses_its_verdict_and_remembers_its_route(
     third, asked = await review_run(fleet, {"acme": "x"}, again_store, "org/a", reuse_reviews=False)
     assert asked == 1 and third["memory"]["proven"] == 1 and third["probes_sent"] == 0
     assert not store.health.broken and not again_store.health.broken
+    for used in (store, again_store):  # unclosed, a later test's log hears them (at GC)
+        await (await used.async_client()).aclose()
+
+
+def warnings_of(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [r.getMessage() for r in caplog.records if r.levelno >= logging.WARNING]
+
+
+@pytest.mark.parametrize("query", ["?prefix=relay:", "?prefix=relay:&cluster=true"])
+async def test_the_readmes_acl_user_for_a_cluster_keeps_memory_and_the_ledger(
+    cluster: RedisCluster, caplog: pytest.LogCaptureFixture, query: str
+) -> None:
+    """Audit: the README's ACL user (``... +info +ping +time``) lost memory and the ledger on
+    a cluster (redis-py's cluster client runs CLUSTER SLOTS and COMMAND at start-up). With
+    the README's cluster ACL, on every node: no warning, memory round-trips, reserves work."""
+    now = time.time()
+    memo = RouteMemo(state="proven", outcome="ok", at=now, until=now + 600)
+    routes = {f"{c}/m": memo for c in "abcdef"}  # on several nodes
+    with cluster.acl_user("relay", README_CLUSTER_ACL) as url, caplog.at_level(logging.WARNING):
+        store: Any = open_store(url + query)
+        store.save(Memory(routes=routes))
+        again: Any = open_store(url + query)
+        loaded = again.load(None, Wanted.of(routes=routes))
+        assert (await again.ledger.reserve("acct", Budget(rpm=1))).granted
+        await (await again.async_client()).aclose()
+    assert loaded.routes == routes
+    assert warnings_of(caplog) == []
+    assert not store.health.broken and not again.health.broken
+
+
+@pytest.mark.parametrize("missing", ["+cluster|slots", "+command"])
+@pytest.mark.parametrize("first", ["memory", "ledger"])
+async def test_a_cluster_acl_user_without_a_cluster_command_is_told_which_to_allow(
+    cluster: RedisCluster, caplog: pytest.LogCaptureFixture, missing: str, first: str
+) -> None:
+    """Audit: without ``+cluster|slots`` the warning quoted redis-py's "Cluster mode is not
+    enabled on this node" (not so, and naming nothing). Now the run's one warning (memory's
+    blocking client or the ledger's asyncio one, whichever connects first) names the refused
+    command and the two to allow."""
+    rules = README_CLUSTER_ACL.replace(f" {missing}", "")
+    with cluster.acl_user("relay", rules) as url:
+        store: Any = open_store(url + "?prefix=relay:")
+        with caplog.at_level(logging.WARNING):
+            if first == "memory":
+                assert store.load(None, Wanted.of(routes=["a/m"])) == Memory()
+            try:
+                await store.ledger.reserve("acct", Budget(rpm=1))
+            except Exception as exc:  # the caller gives up on the shared ledger: said once
+                store.ledger.report_failure(exc)
+            now = time.time()
+            memo = RouteMemo(state="proven", outcome="ok", at=now, until=now + 600)
+            store.save(Memory(routes={"a/m": memo}))
+        await (await store.async_client()).aclose()  # unclosed, a later test's log hears it
+    (warning,) = warnings_of(caplog)
+    refused = missing.lstrip("+").upper().replace("|", " ")
+    assert f"may not run {refused}, which redis-py's cluster client runs" in warning, warning
+    assert "allow +cluster|slots +command" in warning, warning
+    assert "Cluster mode is not enabled" not in warning and "relay-pass-0123" not in warning

@@ -1,7 +1,8 @@
 """The README's claims that are easy to let drift, re-checked against the program: the catalog
 example's JSON (re-run and compared), the ZDR rule and ``--require-zdr`` on the shipped
 examples, the Commands table against each command's ``--help``, what the log prints at INFO,
-and the length of the memory's chunk keys (which the Redis store uses as they are)."""
+the length of the memory's chunk keys (which the Redis store uses as they are) and the ACL an
+ACL user needs on a Redis Cluster (the one the cluster test runs)."""
 
 from __future__ import annotations
 
@@ -13,7 +14,9 @@ from pathlib import Path
 import pytest
 
 from cli_harness import CliRun, run_cli
+from redis_cluster import README_CLUSTER_ACL
 from relay_review.routing.catalog import ZDR_FEED_PROVIDERS, ZdrIndex
+from relay_review.state.redis_store import CLUSTER_COMMANDS
 
 ROOT = Path(__file__).resolve().parents[2]
 README = (ROOT / "README.md").read_text(encoding="utf-8")
@@ -170,6 +173,23 @@ def test_chunk_keys_are_32_hex_digits_as_the_org_scale_table_says(tmp_path: Path
     assert proc.returncode == 0, proc.stderr
     keys = list(json.loads(state.read_text())["chunks"])
     assert keys and all(re.fullmatch(r"[0-9a-f]{32}", k) for k in keys), keys
+
+
+def test_the_readmes_cluster_acl_is_the_one_the_cluster_test_runs() -> None:
+    """tests/e2e/test_redis_cluster.py runs ``README_CLUSTER_ACL`` on every node of a real
+    cluster; the README gives that ACL in the URL-forms table and under Managed services: the
+    single server's plus the commands redis-py's cluster client runs at start-up (the ones the
+    store's warning tells the user to allow)."""
+    flat = " ".join(README.split())
+    cluster = " ".join(f"+{c}" for c in CLUSTER_COMMANDS)
+    plain = README_CLUSTER_ACL.removesuffix(f" {cluster}")
+    assert plain != README_CLUSTER_ACL
+    assert f"(ACL `{plain}`)" in flat  # the URL-forms row of one server
+    table_cell = README_CLUSTER_ACL.replace("|", "\\|")  # a `|` in a table cell is escaped
+    assert f"(ACL `{table_cell}`, on every node)" in flat
+    managed = " ".join(README.split("**Managed services:**")[1].split("\n\n")[0].split())
+    assert f"`{README_CLUSTER_ACL}`" in managed
+    assert f"needs `{cluster}` as well (on every node)" in flat
 
 
 @pytest.mark.parametrize("doc", ["README.md", "docs/reliability.md", "action.yml"])

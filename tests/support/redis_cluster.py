@@ -6,6 +6,7 @@ No fake cluster: ``CROSSSLOT`` and ``MOVED`` are the real server's answers.
 
 from __future__ import annotations
 
+import contextlib
 import random
 import shutil
 import socket
@@ -16,6 +17,10 @@ from pathlib import Path
 
 import pytest
 import redis
+
+#: The ACL the README gives a user of relay-review on a cluster (prefix ``relay:``);
+#: tests/project/test_readme_claims.py checks the README says exactly this.
+README_CLUSTER_ACL = "~relay:* +@read +@write +@scripting +info +ping +time +cluster|slots +command"
 
 
 class RedisCluster:
@@ -54,6 +59,23 @@ class RedisCluster:
             raise
         self.urls = [f"redis://127.0.0.1:{p}" for p in self.ports]
         self.url = self.urls[0]
+
+    @contextlib.contextmanager
+    def acl_user(self, name: str, rules: str) -> Iterator[str]:
+        """The first node's URL for ACL user ``name`` (password ``{name}-pass-0123``) with
+        ``rules`` (``ACL SETUSER`` words, as the README writes them) on every node, removed
+        afterwards."""
+        for port in self.ports:
+            with redis.Redis(port=port) as client:
+                client.execute_command(
+                    "ACL", "SETUSER", name, "reset", "on", f">{name}-pass-0123", *rules.split()
+                )
+        try:
+            yield f"redis://{name}:{name}-pass-0123@127.0.0.1:{self.ports[0]}"
+        finally:
+            for port in self.ports:
+                with redis.Redis(port=port) as client:
+                    client.acl_deluser(name)
 
     def _wait_ok(self) -> None:
         deadline = time.monotonic() + 20

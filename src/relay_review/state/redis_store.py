@@ -36,11 +36,15 @@ so in one warning naming the setting to change.
 
 **Cluster:** at connect the store reads ``INFO`` (``cluster_enabled:1``) and then uses redis-py's
 cluster client, which finds the other nodes from the one named; ``?cluster=true`` says so
-without asking (``?cluster=false``: never a cluster client).
+without asking (``?cluster=false``: never a cluster client). That client runs ``CLUSTER SLOTS``
+and ``COMMAND`` at start-up, so an ACL user needs :data:`CLUSTER_COMMANDS` too; a refusal is
+said naming them (:func:`refusal`), not as redis-py's "Cluster mode is not enabled".
 
 Every call is bounded by ``timeout`` (socket connect and read). Redis unreachable or failing,
 at load or at save: one warning, and the run goes on without the shared memory (it never fails
-a run; the action's review cache, in the sticky comment, is not here).
+a run; the action's review cache, in the sticky comment, is not here). At load only a
+``WRONGTYPE`` reply is an unusable entry; any other error reply (``NOPERM``, ``BUSY``, ...) is
+such a failure.
 ``rediss://`` verifies the server's certificate (redis-py's default, not turned off here).
 """
 
@@ -247,26 +251,66 @@ MAX_REASON = 300
 def reason(exc: BaseException, secrets: list[str], prefix: str) -> str:
     """``exc`` as the warning says it: its type and redis-py's own reason (a certificate that
     failed and why, a refused connection, ...), on one line, at most :data:`MAX_REASON`
-    characters, with ``secrets`` (the URL's password) masked; a permission error names the
-    key pattern the ACL user needs."""
-    text = " ".join(str(exc).split())
+    characters, with ``secrets`` (the URL's password) masked; an ACL refusal behind it is what
+    is said (:func:`refusal`), naming the command or the key pattern the ACL user needs."""
+    shown = refusal(exc) or exc
+    text = " ".join(str(shown).split())
     for secret in sorted(secrets, key=len, reverse=True):
         text = text.replace(secret, "***")
     if len(text) > MAX_REASON:
         text = text[: MAX_REASON - 3] + "..."
-    said = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    said = f"{type(shown).__name__}: {text}" if text else type(shown).__name__
     command = _REFUSED_COMMAND.search(text)  # an ACL refusal naming the command (Valkey too)
-    if command:
+    if command and command.group(1).lower() in CLUSTER_COMMANDS:
+        said += (
+            f"; the ACL user may not run {command.group(1).upper().replace('|', ' ')}, which "
+            "redis-py's cluster client runs at start-up: allow "
+            + " ".join(f"+{c}" for c in CLUSTER_COMMANDS)
+        )
+    elif command:
         said += f"; the ACL user needs the command: +{command.group(1).lower()}"
     elif "executing the script can't run this command" in text:  # Redis, inside a script
         said += "; the ACL user needs the commands our scripts call: +time, +@read, +@write"
-    elif isinstance(exc, redis.exceptions.NoPermissionError) or "NOPERM" in text:
+    elif isinstance(shown, redis.exceptions.NoPermissionError) or "NOPERM" in text:
         said += f"; the ACL user needs the keys of the prefix: ~{prefix}* (and scripting)"
     return said
 
 
 #: The command an ACL refusal names ("User relay has no permissions to run the 'info' command").
 _REFUSED_COMMAND = re.compile(r"permissions to run the '([A-Za-z|]{1,40})' command")
+
+#: What redis-py's cluster client runs at start-up, as ACL rules name them: the slot map and
+#: the command table (an ACL user on a cluster needs both).
+CLUSTER_COMMANDS = ("cluster|slots", "command")
+
+
+def refusal(exc: BaseException) -> redis.exceptions.NoPermissionError | None:
+    """The ACL refusal (``NOPERM``) ``exc`` is or was raised from: redis-py's cluster client
+    wraps a refused ``CLUSTER SLOTS`` in ``RedisClusterException`` "Cluster mode is not enabled
+    on this node", which is not so and names nothing to allow."""
+    seen: set[int] = set()
+    link: BaseException | None = exc
+    while link is not None and id(link) not in seen:
+        if isinstance(link, redis.exceptions.NoPermissionError):
+            return link
+        seen.add(id(link))
+        link = link.__cause__ or link.__context__
+    return None
+
+
+def wrong_type(reply: Any) -> bool:
+    """Whether a pipeline reply is the server's ``WRONGTYPE`` (the key holds another Redis
+    type: an unusable entry, overwritten at save)."""
+    return isinstance(reply, redis.ResponseError) and str(reply).startswith("WRONGTYPE")
+
+
+def _server_fault(replies: list[Any]) -> None:
+    """Raise the first error reply that is not :func:`wrong_type`: an ACL refusal (``NOPERM``),
+    ``BUSY``, ``MOVED``, a lost connection ... is the server's, not an entry's, so memory is
+    off for this run (one warning, through the store's health)."""
+    for reply in replies:
+        if isinstance(reply, Exception) and not wrong_type(reply):
+            raise reply
 
 
 class Health:
@@ -514,6 +558,7 @@ class RedisStore:
             for ident in latest:
                 pipe.getrange(self._key("latest", ident), 0, 512)
             replies = pipe.execute(raise_on_error=False) if names or scopes or latest else []
+        _server_fault(replies)
         found = dict(zip(names, replies[: len(names)], strict=True))
         more: dict[bytes, tuple[str, str]] = {}
         pointers = replies[len(names) + len(scopes) :]
@@ -538,13 +583,13 @@ class RedisStore:
             with client.pipeline(transaction=False) as pipe:
                 for key in more:
                     pipe.getrange(key, 0, MAX_ENTRY_BYTES)
-                found.update(zip(more, pipe.execute(raise_on_error=False), strict=True))
+                replies = pipe.execute(raise_on_error=False)
+            _server_fault(replies)
+            found.update(zip(more, replies, strict=True))
             names.update(more)
         for key, value in found.items():
             section = names[key][0]
-            if isinstance(value, Exception):
-                if not isinstance(value, redis.ResponseError):
-                    raise value  # the server, not the entry: memory is off for this run
+            if isinstance(value, Exception):  # WRONGTYPE: _server_fault raised any other
                 bad[key] = ""
                 self._refused.append(f"{section} entry of another Redis type")
             elif isinstance(value, bytes) and len(value) > MAX_ENTRY_BYTES:

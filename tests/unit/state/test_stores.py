@@ -462,16 +462,19 @@ def test_a_wait_of_ages_is_remembered_capped_and_never_raises() -> None:
 
 
 @contextlib.contextmanager
-def acl_user(server: Any, client: Any, name: str, *commands: str) -> Iterator[str]:
-    """A URL of the test server for ACL user ``name`` (password ``{name}-pass-0123``, keys
-    ``t:*``, the read, write and scripting categories and ``commands``), removed afterwards."""
+def acl_user(
+    server: Any, client: Any, name: str, *commands: str, keys: str = "t:*"
+) -> Iterator[str]:
+    """A URL of the test server for ACL user ``name`` (password ``{name}-pass-0123``, the key
+    pattern ``keys``, the read, write and scripting categories and ``commands``), removed
+    afterwards."""
     from urllib.parse import urlsplit
 
     client.acl_setuser(
         name,
         enabled=True,
         passwords=[f"+{name}-pass-0123"],
-        keys=["t:*"],
+        keys=[keys],
         commands=["+@read", "+@write", "+@scripting", *commands],
     )
     try:
@@ -522,3 +525,42 @@ def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
                 store.ledger.report_failure(exc)
         (warning,) = warnings_of(caplog)
         assert "+time" in warning and "notime-pass-0123" not in warning
+
+
+@pytest.mark.parametrize(
+    ("keys", "prefix", "needs"),
+    [
+        ("t:*", "relay-review:", "~relay-review:*"),  # the URL forgot its ?prefix=t:
+        ("t:m:route:*", "t:", "~t:*"),  # routes allowed, a pull request's findings not
+    ],
+    ids=["another-prefix", "part-of-the-prefix"],
+)
+def test_an_acl_refusal_at_load_is_one_warning_naming_the_key_pattern(
+    redis_server: Any,
+    redis_client: Any,
+    caplog: pytest.LogCaptureFixture,
+    keys: str,
+    prefix: str,
+    needs: str,
+) -> None:
+    """Audit: a refused read (``NOPERM``) counted as an entry "of another Redis type" (a first,
+    misleading warning, then the ledger's naming the key pattern), or was skipped unsaid (a
+    findings set). Only ``WRONGTYPE`` is an unusable entry; any other error reply is the
+    store's fault: one warning for the run (load, ledger, save), naming the key pattern."""
+    import asyncio
+
+    from relay_review.state.ledger import Budget
+
+    with acl_user(redis_server, redis_client, "other", "+ping", "+info", "+time", keys=keys) as url:
+        store = redis_store(url, prefix=prefix)
+        wanted = Wanted.of(routes=["a/m"], accounts=["acct"], findings=["o/r#1:"])
+        with caplog.at_level(logging.WARNING):
+            assert store.load(LIMITS, wanted) == Memory()
+            try:
+                asyncio.run(store.ledger.reserve("acct", Budget(rpm=1)))
+            except Exception as exc:  # the caller gives up on the shared ledger: said once
+                store.ledger.report_failure(exc)
+            store.save(Memory(routes={"a/m": GOOD_MEMO}))
+    (warning,) = warnings_of(caplog)
+    assert "unavailable while reading memory" in warning and needs in warning, warning
+    assert "another Redis type" not in warning and "other-pass-0123" not in warning
