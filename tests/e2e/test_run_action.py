@@ -86,6 +86,7 @@ def test_review_posts_one_sticky_comment(
 
     assert run.outputs == {
         "decision": "request_changes",
+        "head-sha": SHA,
         "served-by": "acme/acme/reviewer",
         "comment-url": run.outputs["comment-url"],
         "report-path": "relay-review-report.json",  # relative to GITHUB_WORKSPACE
@@ -130,7 +131,7 @@ def test_fail_on(
     )
     assert run.code == code, run.stdout
     assert len(posted_bodies(github_mock)) == 1  # the comment is posted all the same
-    assert run.outputs["decision"] == "request_changes"
+    assert run.outputs["decision"] == "request_changes" and run.outputs["head-sha"] == SHA
 
 
 # --- policy provenance ----------------------------------------------------------------------
@@ -248,6 +249,9 @@ def test_own_sticky_is_edited_in_place(
 def test_head_moved_posts_nothing(
     tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
 ) -> None:
+    """Nothing is posted for the stale head, and the ``decision`` output says ``stale``, not the
+    older head's verdict: a workflow acting on ``approve`` would act on code no model saw (the
+    output said the verdict until a helper's audit)."""
     payload = pr_payload(head_sha=OTHER_SHA)  # GitHub now says the head is SHA
     run = run_in_process(
         tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")}, payload=payload
@@ -258,6 +262,8 @@ def test_head_moved_posts_nothing(
     assert run.report is not None and run.report["github"]["not_posted"] == "head_moved"
     assert run.outputs["comment-url"] == ""
     assert "Not posted" in run.summary
+    assert run.report["decision"] == "request_changes"  # the report keeps what was concluded
+    assert run.outputs["decision"] == "stale" and run.outputs["head-sha"] == OTHER_SHA
 
 
 def test_huge_report_comment_is_truncated(

@@ -25,7 +25,7 @@ from relay_review import cli
 from relay_review.config import Policy, parse_policy
 
 ROOT = Path(__file__).resolve().parents[2]
-OUTPUTS = {"decision", "served-by", "comment-url", "report-path", "findings"}
+OUTPUTS = {"decision", "head-sha", "served-by", "comment-url", "report-path", "findings"}
 SHA_PINNED = re.compile(r"^[\w.-]+/[\w./-]+@[0-9a-f]{40}$")
 
 

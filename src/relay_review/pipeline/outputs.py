@@ -68,8 +68,15 @@ def finish(
         actions.append_summary(secrets.redact(summary_markdown(clean, published)), env)
     except OSError as exc:
         actions.warning(f"relay-review: cannot write the step summary: {exc}")
+    decision = str(data.get("decision") or "")
+    if published.not_posted == NotPosted.HEAD_MOVED:
+        # the verdict is for a head a newer push replaced: a workflow acting on `approve` would
+        # act on code no model saw (the newer head's run gives its own decision)
+        decision = str(Decision.STALE)
+    pull = clean.pull_request
     outputs = {
-        "decision": str(data.get("decision") or ""),
+        "decision": decision,
+        "head-sha": (pull.head_sha or "") if pull else "",
         "served-by": ",".join(serving_routes(clean)),
         "comment-url": published.comment_url or "",
         # relative to the workspace: the container's /github/workspace is another path outside
@@ -97,6 +104,7 @@ def set_skip_outputs(env: Mapping[str, str], decision: Decision) -> None:
     try:
         for name, value in (
             ("decision", str(decision)),
+            ("head-sha", ""),
             ("served-by", ""),
             ("comment-url", ""),
             ("report-path", ""),

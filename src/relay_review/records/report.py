@@ -27,7 +27,8 @@ from relay_review.records.serving import Attempt, Probe, ServedBy
 
 class Decision(StrEnum):
     """What a run concluded. The first four are verdicts; ``skipped`` and ``error`` are only the
-    action's ``decision`` output for a run that produced none."""
+    action's ``decision`` output for a run that produced none, ``stale`` for one whose verdict is
+    for a head that a push replaced during the run (nothing was posted)."""
 
     APPROVE = "approve"
     COMMENT = "comment"
@@ -35,6 +36,7 @@ class Decision(StrEnum):
     UNAVAILABLE = "unavailable"
     SKIPPED = "skipped"
     ERROR = "error"
+    STALE = "stale"
 
 
 class Stopped(StrEnum):
