@@ -30,6 +30,7 @@ from relay_review.routing.board import RouteBoard
 from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
+from relay_review.state.seal import KEY_ENV as STATE_KEY_ENV
 
 if TYPE_CHECKING:
     from relay_review.records import MemoryReport
@@ -83,8 +84,12 @@ def limits(policy: MemoryPolicy | None, now: float) -> Limits:
 
 
 def run_secrets(entries: Iterable[CatalogEntry], environ: Mapping[str, str]) -> list[str]:
-    """The keys of the catalog's accounts (what every store record is scrubbed of, at least)."""
-    return [environ.get(e.route.api_key_env, "") for e in entries]
+    """The keys of the catalog's accounts and the state key (what every store record is
+    scrubbed of, at least: a model may quote a key the diff holds)."""
+    return [
+        environ.get(STATE_KEY_ENV, ""),
+        *(environ.get(e.route.api_key_env, "") for e in entries),
+    ]
 
 
 @dataclass
