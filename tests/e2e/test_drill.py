@@ -33,6 +33,9 @@ def test_parse_script_main_params_named_params_and_flags() -> None:
     assert parse_script("429@5,date")[0].retry_style == "date"
     assert parse_script("500@stall,delay=0.1") == (Behaviour("500", delay=0.1, stall_body=True),)
     assert parse_script("cut@2,rst") == (Behaviour("cut", n=2, rst=True),)
+    assert parse_script("413@groq,n=5000,over=6200") == (
+        Behaviour("413", n=5000, over=6200, retry_style="groq"),
+    )
     assert parse_script("healthy*2>stall") == (
         Behaviour("healthy", times=2),
         Behaviour("stall"),

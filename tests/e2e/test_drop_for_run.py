@@ -8,12 +8,19 @@ from pathlib import Path
 
 import pytest
 
-from relay_review.drill.scenarios import Scenario, fleet_for
-from tests.e2e.test_hedged_preflight import chat, route
+from relay_review.config import Policy
+from relay_review.drill.fleet import RecordedRequest
+from relay_review.drill.review import drill_reply, sample_diff
+from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.pipeline.review import review as run_review
+from relay_review.review.diff import DiffIndex
+from relay_review.routing.catalog import build_catalog, parse_discovery
+from tests.e2e.test_hedged_preflight import PROBE_TOKENS, chat, route
 
 pytestmark = pytest.mark.integration
 
 MODEL = "deepseek-ai/deepseek-v4-flash"
+INDEX = DiffIndex.from_diff(sample_diff())
 
 
 @pytest.mark.parametrize(
@@ -39,3 +46,47 @@ def test_the_route_is_dropped_for_the_run_with_the_reason(
     row = next(r for r in report["readiness"] if r["agent_id"] == faulty)
     assert row["status"] == "rejected" and row["http_status"] == int(script)
     assert row["detail"].startswith(f"dropped for this run: {why}"), row
+
+
+#: Characters of messages above which the fleet's size-limited routes refuse a request: the
+#: sample diff's whole prompt holds about 6,400, each part re-planned from it at most 6,100.
+OVER = 6200
+GROQ_LIMIT = 5000  # below what the whole prompt plus max_tokens (4096) asks
+
+
+async def test_a_groq_413_re_plans_the_chunk_for_the_route_that_can_take_it() -> None:
+    """Groq's 413 ("... on tokens per minute (TPM): Limit 5000, Requested 5698 ...") ends its
+    route for the run; the other route refused the whole chunk as past its context window (a
+    400), and takes the re-planned smaller parts: the review completes. Before, Groq's limit
+    was not read and the 413 route was re-admitted and asked the parts too."""
+    groq, window = f"nim_a/{MODEL}", "nim_b/vendor/reviewer"
+    scenario = Scenario(
+        "groq-413",
+        "a Groq tier limit first, a small context window next",
+        {
+            "nim_a": {MODEL: f"413@groq,n={GROQ_LIMIT},over={OVER}"},
+            "nim_b": {"vendor/reviewer": f"context@over={OVER}"},
+        },
+        healthy=None,
+    )
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        report = (await run_review(INDEX, catalog, Policy(), drill_environ(scenario))).to_json()
+        sent = [(route(r), r) for r in fleet.requests if r.is_chat]
+    full = [r for who, r in sent if who == groq]
+    assert len(full) == 1  # one full-size request, and never asked again for this run
+    assert full[0].max_tokens == Policy().review.max_output_tokens  # the real request, no probe
+    serves = [r for who, r in sent if who == window and r.max_tokens != PROBE_TOKENS]
+    assert len(serves) >= 3, serves  # the whole chunk (refused), then its parts
+    assert all(len(text(r)) <= OVER for r in serves[1:])
+    assert report["decision"] == "request_changes", report["attempts"]
+    assert report["served_by"]["agent_id"] == window
+    assert all(c["served_by"]["agent_id"] == window for c in report["chunks"])
+    row = next(r for r in report["readiness"] if r["agent_id"] == groq)
+    assert row["status"] == "rejected" and row["http_status"] == 413
+    assert "Limit 5000" in row["detail"], row
+
+
+def text(request: RecordedRequest) -> str:
+    """Every message's content of a recorded chat request, joined as the fleet counts it."""
+    return "\n".join(str(m.get("content", "")) for m in (request.body or {}).get("messages", []))

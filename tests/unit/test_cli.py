@@ -165,3 +165,17 @@ def test_a_callers_main_freezes_nothing() -> None:
     with cli.imports_uncollected(False):
         assert gc.isenabled()
     assert gc.get_freeze_count() == frozen
+
+
+def test_probe_budget_help_says_what_each_preflight_mode_does_with_it() -> None:
+    """Hedged preflight (the default) probes every other route once when the first request is
+    slow or fails, whatever the budget (11 probes in the 12-route ``mixed`` drill at the default
+    6); only eager preflight and the ``preflight`` command keep to it. The help said "most
+    probes per run (6)" for every mode."""
+    for name in ("preflight", "chat", "review", "drill"):
+        parser = cli.build_parser(name)
+        sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        (flag,) = [a for a in sub.choices[name]._actions if "--probe-budget" in a.option_strings]
+        text = flag.help or ""
+        assert "eager preflight and the preflight command: most routes probed" in text
+        assert "hedged: 0 sends no probes" in text and "every other route" in text

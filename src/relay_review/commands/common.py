@@ -228,7 +228,14 @@ def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -
     def flag(name: str, key: str, read: Callable[[str], Any], help: str) -> None:
         parser.add_argument(name, type=policy_flag(key, read), help=help)
 
-    flag("--probe-budget", "preflight.probe_budget", whole_number, "most probes per run (6)")
+    flag(
+        "--probe-budget",
+        "preflight.probe_budget",
+        whole_number,
+        "eager preflight and the preflight command: most routes probed at the start (6); "
+        "hedged: 0 sends no probes, any other value lets every other route be probed once "
+        "when the first request is slow or fails",
+    )
     flag("--probe-timeout", "preflight.probe_timeout", seconds, "bound of one probe, s (10)")
     flag("--connect-timeout", "serving.connect", seconds, "TCP/TLS connect, s (5)")
     flag("--deadline", "serving.deadline", seconds, "whole run, probes included (600)")

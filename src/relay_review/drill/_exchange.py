@@ -56,6 +56,9 @@ class Exchange:
         if b.only_if is not None and b.only_if not in _messages_text(self.body):
             await self._healthy()
             return
+        if b.over is not None and len(_messages_text(self.body)) <= b.over:
+            await self._healthy()
+            return
         if b.status is not None and b.refusal is not None:
             await self._refusal(b.status, b.refusal)
             return
@@ -74,6 +77,9 @@ class Exchange:
         message = STATUS_MESSAGES.get(status) or phrase(status) or f"HTTP {status}"
         if status == 429 and b.retry_style in _PROVIDER_429:
             await self.conn.json(429, _PROVIDER_429[b.retry_style](b.retry_after or 0.0))
+            return
+        if status == 413 and b.retry_style == "groq":
+            await self.conn.json(413, _groq_413(b.n or 6000, self._estimated_tokens()))
             return
         if status == 429 and b.retry_after is not None:
             wait = b.retry_after
@@ -112,6 +118,13 @@ class Exchange:
             await self.conn.hold()
             return
         await self.conn.json(status, payload, extra)
+
+    def _estimated_tokens(self) -> int:
+        """The request's tokens as a tier counts them: its messages (about 4 characters a token)
+        and its ``max_tokens``."""
+        max_tokens = self.body.get("max_tokens")
+        reserved = max_tokens if isinstance(max_tokens, int) else 0
+        return len(_messages_text(self.body)) // 4 + reserved
 
     async def _refusal(self, status: int, refusal: str) -> None:
         """A refusal about the request's content, in the shape ``refusal`` names."""
@@ -368,6 +381,20 @@ def _groq_429(wait: float) -> dict:
             "message": "Rate limit reached for model `llama-3.1-8b-instant` on requests per day "
             f"(RPD): Limit 14400, Used 14400, Requested 1. Please try again in {wait:g}s.",
             "type": "requests",
+            "code": "rate_limit_exceeded",
+        }
+    }
+
+
+def _groq_413(limit: int, requested: int) -> dict:
+    """Groq's 413 above a tier's tokens-per-minute limit (the body Groq's users report)."""
+    return {
+        "error": {
+            "message": "Request too large for model `llama-3.1-8b-instant` in organization "
+            "`org_01drill` service tier `on_demand` on tokens per minute (TPM): "
+            f"Limit {limit}, Requested {requested}, please reduce your message size and try "
+            "again. Visit https://console.groq.com/docs/rate-limits for more information.",
+            "type": "tokens",
             "code": "rate_limit_exceeded",
         }
     }

@@ -9,7 +9,7 @@ and ``b/stall`` are two stalled models) or given explicitly per model id::
     script := step (">" step)*            steps run in order; the last one repeats forever
     step   := kind ["@" arg ("," arg)*] ["*" N]   "*N": this step serves N requests (default 1)
     arg    := number                      the kind's main parameter (below)
-            | name "=" number             delay, gap, n, retry_after, code
+            | name "=" number             delay, gap, n, retry_after, code, over
             | flag                        stall, rst, leak, nim, date, meta, noheader, litellm,
                                           daily, groq, gemini, cloudflare, reasoning,
                                           filter, moderation, waf, trigger
@@ -57,6 +57,9 @@ kind                      main param    what the server does (``delay`` always w
                                         ``retry_after`` s; ``groq``: only "Please try again in
                                         <s>s" in the message; ``gemini``: ``RESOURCE_EXHAUSTED``
                                         with a ``PerDay`` quota id; ``cloudflare``: code 4006)
+``413``                   delay         ``groq``: Groq's documented body, "Request too large for
+                                        model ... on tokens per minute (TPM): Limit <n> (6000),
+                                        Requested <the request's estimated tokens>, ..."
 ========================  ============  ==========================================================
 
 Content refusals (on an error status kind): ``filter`` answers the status with a content-filter
@@ -65,7 +68,9 @@ OpenRouter's moderation body (``error.metadata.reasons``, ``flagged_input``), ``
 HTML page (``text/html``, as a gateway's web application firewall sends). ``trigger`` makes any
 step apply only to a request whose messages hold :data:`TRIGGER`; other requests are answered
 ``healthy`` (so one model refuses a diff with trigger text and reviews a clean one), e.g.
-``400@filter,trigger``, ``403@moderation,trigger``, ``403@waf,trigger``.
+``400@filter,trigger``, ``403@moderation,trigger``, ``403@waf,trigger``. ``over=N`` likewise
+makes a step apply only to a request whose messages hold more than ``N`` characters (a size
+limit: ``413@groq,over=1500`` refuses the whole diff and answers its smaller parts).
 
 ``leak`` makes the reply or error message echo the ``Authorization`` header it received (for
 tests proving the key never reaches an Outcome): error statuses, ``error-body``, ``sse-error``,
@@ -122,6 +127,7 @@ _DEFAULT_GAP = {"drip": 0.2, "keepalive": 0.2, "pings": 1.0}
 _RETRY_STYLES = {"date", "meta", "noheader", "litellm", "daily", "groq", "gemini", "cloudflare"}
 _REFUSALS = {"filter", "moderation", "waf"}
 _FLAGS = {"stall", "rst", "leak", "nim", "reasoning", "trigger", *_REFUSALS, *_RETRY_STYLES}
+_PARAMS = ("delay", "gap", "n", "retry_after", "code", "over")
 _STEP_RE = re.compile(r"^(?P<kind>[a-z0-9-]+)(?:@(?P<args>[^*]*))?(?:\*(?P<times>\d+))?$")
 
 
@@ -144,6 +150,8 @@ class Behaviour:
     refusal: Literal["filter", "moderation", "waf"] | None = None
     #: Applies only to requests whose messages hold this text (others are answered healthy).
     only_if: str | None = None
+    #: Applies only to requests whose messages hold more than this many characters.
+    over: int | None = None
     code: int | None = None
     reply: Reply | None = None
     times: int | None = None
@@ -193,9 +201,9 @@ def parse_script(spec: str, *, reply: Reply | None = None) -> Script:
                     raise ValueError(f"unknown flag {arg!r} in {spec!r} (flags: {sorted(_FLAGS)})")
                 _set_flag(values, arg)
                 continue
-            if name not in ("delay", "gap", "n", "retry_after", "code") or not _is_number(value):
+            if name not in _PARAMS or not _is_number(value):
                 raise ValueError(f"bad parameter {arg!r} in {spec!r}")
-            values[name] = int(float(value)) if name in ("n", "code") else float(value)
+            values[name] = int(float(value)) if name in ("n", "code", "over") else float(value)
         times = int(match["times"]) if match["times"] else None
         steps.append(Behaviour(kind=kind, reply=reply, times=times, **values))
     return tuple(steps)

@@ -3,7 +3,7 @@
 Each chunk is one prompt with its reply schema and findings cap, asked in the response form its
 route takes (stepping down once when a route refuses it); a reply is accepted only with evidence
 that it is a review of that chunk, after at most one repair round. A chunk a route found too long
-(naming its limit) is re-planned once into smaller ones.
+(naming its limit, or any 413) is re-planned once into smaller ones.
 """
 
 from __future__ import annotations
@@ -297,9 +297,20 @@ async def serve_chunks(
             smaller = replan_too_long(chunk, result, policy)
             if not smaller:
                 continue
+            # a 400 naming a context window: that route takes the smaller parts; a 413 (a
+            # request too large for the route's tier) keeps the route out for the run
             session.readmit(
-                {a.agent_id for a in result.attempts if a.outcome == "context_too_long"}
+                {
+                    a.agent_id
+                    for a in result.attempts
+                    if a.outcome == "context_too_long" and a.http_status != 413
+                }
             )
+            if not session.routes_left():
+                log.info(
+                    "review: chunk %d was too long; no route left to take it smaller", chunk.number
+                )
+                continue
             log.info(
                 "review: chunk %d was too long for a route: re-planned into %d smaller chunks",
                 chunk.number,
@@ -317,30 +328,56 @@ _CONTEXT_LIMIT = re.compile(
     r"\D{0,24}?(\d{3,8})",
     re.IGNORECASE,
 )
+#: The tier limit in Groq's 413 ("Request too large for model `m` in organization `o` service
+#: tier `on_demand` on tokens per minute (TPM): Limit 6000, Requested 14137, please reduce your
+#: message size ..."): the limit counts the prompt *and* ``max_tokens``, like a context window.
+#: Each number is read only with the comma after it (a detail cut at its length cap can end in
+#: the middle of one).
+_TIER_LIMIT = re.compile(r"\bLimit\s+(\d{3,9}),(?:\s*Requested\s+(\d{1,9}),)?")
 
 
 def context_limit(detail: str) -> int | None:
-    """The context window (tokens) a refusal names, if it names one."""
+    """The context window or tier limit (tokens) a refusal names, if it names one."""
     m = _CONTEXT_LIMIT.search(detail or "")
-    return int(m.group(1)) if m else None
+    if m:
+        return int(m.group(1))
+    tier = _TIER_LIMIT.search(detail or "")
+    return int(tier.group(1)) if tier else None
+
+
+def requested_tokens(detail: str) -> int | None:
+    """The request size (tokens, prompt and ``max_tokens``) a tier limit's refusal counted."""
+    tier = _TIER_LIMIT.search(detail or "")
+    return int(tier.group(2)) if tier and tier.group(2) else None
 
 
 def replan_too_long(chunk: Chunk, result: ServeResult, policy: Policy) -> list[Chunk]:
-    """Smaller chunks for a chunk no route served because a route said it was too long *and*
-    named its limit: planned for that limit (at most half the chunk); ``[]`` when there is no
-    such answer or the chunk cannot shrink. Tried once (the parts are not re-planned again)."""
+    """Smaller chunks for a chunk no route served because a route said it was too long.
+
+    A refusal naming its limit (a context window, or the "Limit N" of Groq's 413): planned for
+    the smallest such limit less ``max_output_tokens`` (and, when the refusal counted the
+    request as "Requested M", at most the share of the chunk that fits N), at most half the
+    chunk. A 413 naming no limit: half the chunk. Never below ``MIN_CHUNK_TOKENS``; ``[]`` when
+    there is no such answer or the chunk cannot shrink. Tried once (the parts are not
+    re-planned again).
+    """
     if result.ok:
         return []
-    limits = [
-        n
-        for a in result.attempts
-        if a.outcome == "context_too_long" and (n := context_limit(a.detail)) is not None
-    ]
-    if not limits:
-        return []
+    too_long = [a for a in result.attempts if a.outcome == "context_too_long"]
     r = policy.review
-    fits = diff_budget(min(limits), r.max_output_tokens)
-    budget = max(MIN_CHUNK_TOKENS, min(fits, chunk.tokens // 2))
+    fits: list[int] = []
+    for a in too_long:
+        limit = context_limit(a.detail)
+        if limit is None:
+            continue
+        fits.append(diff_budget(limit, r.max_output_tokens))
+        requested = requested_tokens(a.detail)
+        if requested is not None and requested > max(limit, r.max_output_tokens):
+            share = (limit - r.max_output_tokens) / (requested - r.max_output_tokens)
+            fits.append(int(chunk.tokens * share))
+    if not fits and not any(a.http_status == 413 for a in too_long):
+        return []
+    budget = max(MIN_CHUNK_TOKENS, min([*fits, chunk.tokens // 2]))
     if budget >= chunk.tokens:
         return []
     plan = plan_chunks(DiffIndex(chunk.files), budget, exclude=(), max_line_chars=r.max_line_chars)

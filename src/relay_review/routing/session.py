@@ -166,6 +166,10 @@ class RoutingSession:
             self.board.set(agent_id, status=Readiness.READY, detail="re-admitted: smaller request")
         self.board.touch()
 
+    def routes_left(self) -> bool:
+        """Whether any route is still in the run (not out): one that can take a request."""
+        return any(e.agent_id not in self.board.out for e in self.board.entries)
+
     def _context(self) -> RunContext:
         assert self._run is not None, "use the session as an async context manager"
         return self._run

@@ -17,16 +17,20 @@ import pytest
 from relay_review.config import AccountPolicy, Policy, PreflightPolicy, ServingPolicy
 from relay_review.drill.review import sample_diff
 from relay_review.drill.scenarios import Scenario, discovery_for, drill_environ, fleet_for
+from relay_review.pipeline import serve
 from relay_review.pipeline.review import review as run_review
-from relay_review.records import Deadlines, Outcome, OutcomeKind, RunReport
+from relay_review.providers.chat.status import classify_http_error
+from relay_review.records import Attempt, Deadlines, Outcome, OutcomeKind, RunReport
 from relay_review.render import comment_markdown
-from relay_review.review.chunks import plan_chunks
+from relay_review.review.chunks import MIN_CHUNK_TOKENS, plan_chunks
 from relay_review.review.diff import DiffIndex
 from relay_review.review.evidence import all_invented, evidence_problem, has_word, loops
+from relay_review.review.prompt import diff_budget
 from relay_review.review.reply import parse_reply_parts
 from relay_review.review.reply_schema import REPLY_SCHEMA, reply_schema
 from relay_review.review.verdict import validate_parts
 from relay_review.routing.catalog import build_catalog, parse_discovery
+from relay_review.routing.failover import ServeResult
 
 INDEX = DiffIndex.from_diff(sample_diff())
 [CHUNK] = plan_chunks(INDEX, 4000).chunks
@@ -303,7 +307,12 @@ class Scripted:
         max_tokens: int | None = None,
         extra_body: dict | None = None,
     ) -> Outcome:
-        body = {**(extra_body or {}), "max_tokens": max_tokens, "messages": messages}
+        body = {
+            **(extra_body or {}),
+            "model": model,
+            "max_tokens": max_tokens,
+            "messages": messages,
+        }
         self.bodies.append(body)
         return self.answer(body)
 
@@ -485,11 +494,125 @@ async def test_context_too_long_naming_the_limit_replans_the_chunk_once() -> Non
     assert all(c["served_by"] for c in report["chunks"])
 
 
-async def test_context_too_long_without_a_limit_is_not_replanned() -> None:
-    bare = TOO_LONG.model_copy(update={"detail": "HTTP 413: payload too large"})
-    chat = Scripted(lambda _b: bare)
+def catalog_two():
+    """Two local routes in this order: ``groq/llama`` (a tier that answers 413), ``local/gemma``."""
+    routes = [
+        {
+            "account": name,
+            "provider": "openai_compatible",
+            "model": model,
+            "base_url": f"http://127.0.0.1:9/{name}/v1",
+            "api_key_env": "LOCAL_KEY",
+            "prompt_price_per_1k": 0.0,
+            "completion_price_per_1k": 0.0,
+        }
+        for name, model in (("groq", "llama"), ("local", "gemma"))
+    ]
+    return build_catalog(parse_discovery({"routes": routes}))
+
+
+def window_then_review(body: dict) -> Outcome:
+    """``gemma``: a 400 naming no number for the whole sample diff; its parts reviewed."""
+    if len(body["messages"][1]["content"]) > 1300:
+        return TOO_LONG.model_copy(update={"detail": "HTTP 400: context length exceeded"})
+    return by_files(body)
+
+
+async def test_a_413_naming_no_limit_is_replanned_at_half_once() -> None:
+    """A 413 that names no limit re-plans the chunk once at half its size (never below
+    MIN_CHUNK_TOKENS) for a route that can take it. It used to end the review (no limit, no
+    re-plan); issue 25: a 413 re-plans the chunk smaller when another route can take it. The 413
+    route itself stays out for the run."""
+    bare = TOO_LONG.model_copy(update={"http_status": 413, "detail": "HTTP 413: payload too large"})
+    chat = Scripted(lambda b: bare if b["model"] == "llama" else window_then_review(b))
+    report = await run(chat, policy(), catalog_two())
+    asked = [b["model"] for b in chat.bodies]
+    assert asked.count("llama") == 1, asked  # the 413 route: one request, never again
+    assert asked[:2] == ["llama", "gemma"]  # the whole chunk to each route, in catalog order
+    parts = chat.bodies[2:]
+    assert len(parts) >= 2 and all(b["model"] == "gemma" for b in parts), asked
+    assert report["served_by"] is not None and report["decision"] == "request_changes"
+    assert len(report["chunks"]) == 1 and report["chunks"][0]["served_by"]
+
+
+async def test_a_413_on_the_only_route_is_not_replanned() -> None:
+    """No other route can take the smaller parts (the 413 route is out for the run): one
+    request, no re-plan."""
+    chat = Scripted(lambda _b: GROQ_413)
     report = await run(chat, policy())
     assert len(chat.bodies) == 1 and report["decision"] == "unavailable"
+
+
+#: Groq's 413 as its users report it (continuedev/continue#10218, elizaOS/eliza#4040).
+GROQ_MESSAGE = (
+    "Request too large for model `{model}` in organization `org_01kgg5588eftc8k70aes4864eb` "
+    "service tier `on_demand` on tokens per minute (TPM): Limit {limit}, Requested {requested}, "
+    "please reduce your message size and try again. Visit https://console.groq.com/docs/"
+    "rate-limits for more information."
+)
+
+
+def groq_413(limit: int, requested: int, model: str = "llama-3.3-70b-versatile") -> Outcome:
+    body = {
+        "error": {
+            "message": GROQ_MESSAGE.format(model=model, limit=limit, requested=requested),
+            "type": "tokens",
+            "code": "rate_limit_exceeded",
+        }
+    }
+    return classify_http_error(413, {}, json.dumps(body))
+
+
+GROQ_413 = groq_413(12000, 14137)
+
+
+def test_groq_413_names_its_limit_and_the_request() -> None:
+    assert GROQ_413.kind is OutcomeKind.CONTEXT_TOO_LONG
+    assert serve.context_limit(GROQ_413.detail) == 12000
+    assert serve.requested_tokens(GROQ_413.detail) == 14137
+    # a long model id: the detail is cut at its cap inside "Requested": the limit still reads,
+    # a cut number never does
+    long = groq_413(6000, 14137, "meta-llama/llama-4-scout-17b-16e-instruct").detail
+    assert long.endswith("…") and serve.context_limit(long) == 6000
+    assert serve.requested_tokens(long) is None
+    assert serve.context_limit("HTTP 413: on tokens per minute (TPM): Limit 60…") is None
+    assert serve.context_limit("HTTP 413: payload too large") is None
+
+
+def big_chunk():
+    """One chunk of eight files, about 4,800 tokens."""
+    lines: list[str] = []
+    for f in range(8):
+        lines += [f"diff --git a/src/m{f}.py b/src/m{f}.py", f"--- a/src/m{f}.py"]
+        lines += [f"+++ b/src/m{f}.py", "@@ -0,0 +1,30 @@"]
+        lines += [f'+value_{f}_{i} = compute_something("{f}-{i}", limit={i})' for i in range(30)]
+    [chunk] = plan_chunks(DiffIndex.from_diff("\n".join(lines) + "\n"), 100_000).chunks
+    return chunk
+
+
+@pytest.mark.parametrize(("limit", "requested"), [(6000, 14137), (8000, 30000)])
+def test_a_groq_413_re_plans_for_its_limit(limit: int, requested: int) -> None:
+    """Groq's "Limit N" counts the prompt and max_tokens, as a context window does: the parts
+    fit ``diff_budget(N, max_output_tokens)``, and at most the share of the chunk that fits N of
+    the M tokens Groq counted."""
+    chunk = big_chunk()
+    pol = policy()
+    pol = pol.model_copy(
+        update={"review": pol.review.model_copy(update={"max_output_tokens": 256})}
+    )
+    outcome = groq_413(limit, requested)
+    attempt = Attempt(
+        agent_id="groq/m", outcome="context_too_long", http_status=413, detail=outcome.detail
+    )
+    parts = serve.replan_too_long(chunk, ServeResult(attempts=[attempt]), pol)
+    budget = min(
+        diff_budget(limit, 256),
+        chunk.tokens * (limit - 256) // (requested - 256),
+        chunk.tokens // 2,
+    )
+    assert budget >= MIN_CHUNK_TOKENS
+    assert len(parts) > 2 and all(p.tokens <= budget for p in parts), [p.tokens for p in parts]
+    assert sum(len(p.paths) for p in parts) >= 8
 
 
 def test_a_looping_summary_is_junk() -> None:
