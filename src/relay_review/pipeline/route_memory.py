@@ -161,8 +161,15 @@ def classify(
     now: float,
     policy: MemoryPolicy,
     before: RouteMemo | None = None,
+    carried_input: bool = False,
 ) -> RouteMemo | None:
-    """A route's memo from its last outcome this run (None: nothing worth remembering)."""
+    """A route's memo from its last outcome this run (None: nothing worth remembering).
+
+    A 400 to a request that ``carried_input`` (the pull request's text, which its author
+    controls) may be about that text: it cools the route for ``server_error`` only, so one pull
+    request cannot mark a route dead for every run of the repository; a 400 to a probe (our own
+    text) is the route's.
+    """
     kind = outcome.kind
     if served:
         return RouteMemo(
@@ -174,6 +181,10 @@ def classify(
         )
     if outcome.content_refusal:
         return None  # about this run's input, not the route
+    if kind is OutcomeKind.BAD_REQUEST and carried_input:
+        return RouteMemo(
+            state="cooling", outcome=kind.value, at=now, until=now + policy.server_error
+        )
     if kind in DEAD or kind in ACCOUNT_WIDE:
         return RouteMemo(state="dead", outcome=kind.value, at=now, until=now + policy.dead)
     if kind is OutcomeKind.RATE_LIMITED:
@@ -222,7 +233,12 @@ def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy
             continue
         try:
             memo = classify(
-                outcome, served=served, now=now, policy=policy, before=routes.get(e.agent_id)
+                outcome,
+                served=served,
+                now=now,
+                policy=policy,
+                before=routes.get(e.agent_id),
+                carried_input=e.agent_id in board.input_outcomes,
             )
         except ValidationError:  # a time no memo may hold (a provider's wait of ages)
             memo = None

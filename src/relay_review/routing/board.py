@@ -74,6 +74,8 @@ class RouteBoard:
         self.condemned: set[str] = set()
         #: The last outcome each route gave this run (probe or attempt): what memory keeps.
         self.outcomes: dict[str, Outcome] = {}
+        #: Routes whose latest outcome answered a request carrying the run's input.
+        self.input_outcomes: set[str] = set()
         #: Routes a past run proved, served first and unprobed (see :meth:`recall`).
         self.recalled_proven: set[str] = set()
         #: route -> when (on the run's clock) its account's budget frees (see :meth:`hold`)
@@ -188,9 +190,15 @@ class RouteBoard:
 
     # ---- memory across runs ------------------------------------------------------------------
 
-    def note(self, agent_id: str, outcome: Outcome) -> None:
-        """Keep the route's latest outcome (a probe's or an attempt's) for memory."""
+    def note(self, agent_id: str, outcome: Outcome, *, carried_input: bool = False) -> None:
+        """Keep the route's latest outcome (a probe's or an attempt's) for memory, and whether
+        its request carried the run's input (an attempt: text the pull request's author wrote)
+        rather than the probe's own."""
         self.outcomes[agent_id] = outcome
+        if carried_input:
+            self.input_outcomes.add(agent_id)
+        else:
+            self.input_outcomes.discard(agent_id)
 
     def recall(
         self,

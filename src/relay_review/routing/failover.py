@@ -291,7 +291,7 @@ async def _serve(
                 )
             continue
         result.attempts.append(attempt)
-        board.note(entry.agent_id, outcome)
+        board.note(entry.agent_id, outcome, carried_input=True)
         if accepted:
             probe = board.probes[entry.agent_id]
             if probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail:

@@ -138,6 +138,24 @@ def test_classify_never_makes_a_memo_of_a_content_refusal() -> None:
     assert classify(plain, served=False, now=NOW, policy=POLICY).state == "dead"  # type: ignore[union-attr]
 
 
+def test_a_plain_400_to_the_pull_requests_text_only_cools_the_route() -> None:
+    """The author controls what a review request carries: a plain 400 to it may be about that
+    text, so one pull request must not mark the route dead for every run of the repository (a
+    helper's audit). A 400 to a probe, our own text, is the route's."""
+    entries = [entry("gw", "review"), entry("gw", "probe")]
+    board = RouteBoard(entries)
+    plain = classify_http_error(400, JSON, body("Invalid request", 400))
+    assert not plain.content_refusal
+    board.note("gw/review", plain, carried_input=True)
+    board.note("gw/probe", plain)
+    memory = remember(Memory(), board, NOW, POLICY)
+    review, probe = memory.routes["gw/review"], memory.routes["gw/probe"]
+    assert review.state == "cooling" and review.until == NOW + POLICY.server_error
+    assert probe.state == "dead" and probe.until == NOW + POLICY.dead
+    board.note("gw/review", plain)  # the same route's probe answers 400 later in the run
+    assert remember(Memory(), board, NOW, POLICY).routes["gw/review"].state == "dead"
+
+
 def test_remember_skips_content_refusals_and_keeps_what_was_known() -> None:
     entries = [entry("gw", "filter"), entry("gw", "waf"), entry("or", "mod", "openrouter")]
     entries += [entry("or", "other", "openrouter"), entry("gw", "served")]
