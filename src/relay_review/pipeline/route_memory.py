@@ -17,6 +17,7 @@ request cannot deny review to the next one (for ``[memory] dead``, org-wide with
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -30,6 +31,12 @@ from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo
 
 #: Outcomes that mean the route will not serve (until its memo runs out).
 DEAD = frozenset({OutcomeKind.NOT_FOUND, OutcomeKind.BAD_REQUEST})
+#: A 400 about the model itself, not the request's text ("x is not a valid model ID").
+_MODEL_ERROR = re.compile(
+    r"\bmodel\b.{0,80}?\b(?:not a valid|invalid|unknown|not found|does not exist|not supported)"
+    r"|\b(?:not a valid|invalid|unknown|unsupported) model\b",
+    re.IGNORECASE,
+)
 #: Outcomes that mean: not now, later.
 COOLING = frozenset(
     {
@@ -168,7 +175,8 @@ def classify(
     A 400 to a request that ``carried_input`` (the pull request's text, which its author
     controls) may be about that text: it cools the route for ``server_error`` only, so one pull
     request cannot mark a route dead for every run of the repository; a 400 to a probe (our own
-    text) is the route's.
+    text), or one naming the model as invalid (OpenRouter's "is not a valid model ID"), is the
+    route's.
     """
     kind = outcome.kind
     if served:
@@ -181,7 +189,11 @@ def classify(
         )
     if outcome.content_refusal:
         return None  # about this run's input, not the route
-    if kind is OutcomeKind.BAD_REQUEST and carried_input:
+    if (
+        kind is OutcomeKind.BAD_REQUEST
+        and carried_input
+        and not _MODEL_ERROR.search(outcome.detail)
+    ):
         return RouteMemo(
             state="cooling", outcome=kind.value, at=now, until=now + policy.server_error
         )

@@ -154,6 +154,9 @@ def test_a_plain_400_to_the_pull_requests_text_only_cools_the_route() -> None:
     assert probe.state == "dead" and probe.until == NOW + POLICY.dead
     board.note("gw/review", plain)  # the same route's probe answers 400 later in the run
     assert remember(Memory(), board, NOW, POLICY).routes["gw/review"].state == "dead"
+    invalid = classify_http_error(400, JSON, body("vendor/x is not a valid model ID", 400))
+    board.note("gw/review", invalid, carried_input=True)  # about the model, not the text
+    assert remember(Memory(), board, NOW, POLICY).routes["gw/review"].state == "dead"
 
 
 def test_remember_skips_content_refusals_and_keeps_what_was_known() -> None:
