@@ -420,6 +420,9 @@ def plan(
                 rated.setdefault(fp, SEVERITY_RANK[said.group(1)])
     for fp, k in remembered.items():
         earlier.setdefault((k.path, k.cited[:40]), fp)
+    # Threads unread: a dismissal memory holds is rated as if at the top (not sure, not posted
+    # again); read, a dismissal without our comment's rating carries to nothing worse than low.
+    unrated = max(SEVERITY_RANK.values()) if threads is None else 0
     taken: set[str] = set()
 
     def identity(f: Finding) -> str | None:
@@ -430,7 +433,7 @@ def plan(
         alias = earlier.get((f.path, f.cited[:40]))
         if alias is None or alias in reported or alias in taken:
             return fp
-        if alias in dismissed and SEVERITY_RANK[f.severity] > rated.get(alias, 0):
+        if alias in dismissed and SEVERITY_RANK[f.severity] > rated.get(alias, unrated):
             return fp
         taken.add(alias)
         return alias

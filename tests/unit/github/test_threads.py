@@ -181,6 +181,18 @@ def rated(f: dict[str, Any], severity: str, idx: DiffIndex) -> dict[str, Any]:
     return again.model_dump(mode="json")
 
 
+def test_a_dismissal_memory_holds_is_not_posted_again_re_rated_while_threads_are_unread() -> None:
+    """Threads unreadable (GraphQL failed): memory says a high finding was dismissed and the
+    model rates the same lines low. GitHub is not sure, so no duplicate: it stays dismissed
+    (it was posted as new, and had to be dismissed again: a helper's audit)."""
+    (a,) = findings(index(), 2)
+    low = rated(a, "low", index())
+    known = {a["fingerprint"]: Known("app.py", a["cited"], HEAD1[:12], "dismissed", "won't fix")}
+    planned = run_plan([low], None, remembered=known)
+    assert planned.post == []
+    assert planned.states[0][0] == "dismissed"
+
+
 def test_the_same_lines_rated_at_another_severity_are_the_same_finding() -> None:
     """Session-12 audit: a push that rates the same cited lines ``medium`` instead of ``high``
     posted the finding again, left the old thread open and lost its dismissal."""
