@@ -421,7 +421,7 @@ def plan(
     for fp, k in remembered.items():
         earlier.setdefault((k.path, k.cited[:40]), fp)
     # Threads unread: a dismissal memory holds is rated as if at the top (not sure, not posted
-    # again); read, a dismissal without our comment's rating carries to nothing worse than low.
+    # again); read, a dismissal without our comment's rating carries over to no severity.
     unrated = max(SEVERITY_RANK.values()) if threads is None else 0
     taken: set[str] = set()
 
