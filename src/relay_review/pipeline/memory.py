@@ -23,11 +23,17 @@ from typing import TYPE_CHECKING
 
 from relay_review.config import MemoryPolicy, Policy
 from relay_review.kinds import KINDS, fill_base_url
-from relay_review.pipeline.route_memory import Origins, Recalled, horizon, recall, remember
+from relay_review.pipeline.route_memory import (
+    Origins,
+    Recalled,
+    horizon,
+    recall,
+    remember,
+    routes_avoided,
+)
 from relay_review.records import CatalogEntry
 from relay_review.redact import redact_data, usable_secrets
 from relay_review.routing.board import RouteBoard
-from relay_review.routing.preflight import plan_probes
 from relay_review.routing.session import RoutingSession
 from relay_review.state import Limits, Memory, NullStore, Store, Wanted
 from relay_review.state.seal import KEY_ENV as STATE_KEY_ENV
@@ -207,17 +213,27 @@ class RunMemory:
 
     def report(
         self,
-        entries: Sequence[CatalogEntry],
-        probes_sent: int,
+        board: RouteBoard,
         environ: Mapping[str, str],
         policy: Policy,
+        served: Sequence[str] | None,
+        *,
+        eager: bool | None = None,
     ) -> MemoryReport:
-        """What memory did: routes settled, files reused, requests avoided (probes a run without
-        memory would have sent beyond those sent, and the chunks it would have sent beyond)."""
-        blind, _ = plan_probes(entries, environ, policy.preflight.probe_budget)
-        avoided = self.chunks_avoided + max(0, len(blind) - probes_sent)
-        if not self.store.keeps:
-            avoided = 0
+        """What memory did: routes settled, files reused, requests avoided (the chunks a run
+        without memory would have sent beyond those sent, and its requests to routes: see
+        :func:`~relay_review.pipeline.route_memory.routes_avoided`; ``eager`` defaults to the
+        policy's preflight mode)."""
+        pre = policy.preflight
+        routes = routes_avoided(
+            board,
+            self.recalled,
+            environ,
+            served,
+            probe_budget=pre.probe_budget,
+            eager=pre.mode == "eager" if eager is None else eager,
+        )
+        avoided = self.chunks_avoided + routes if self.store.keeps else 0
         from relay_review.records import MemoryReport  # after the reply: the report's records
 
         r = self.recalled

@@ -304,10 +304,13 @@ async def review(
     report.served_by = served[0] if served else None
     report.chunks = got.chunks
     report.attempts = sorted(got.attempts, key=lambda a: a.started_s or 0.0)
+    asked: list[str] | None = None  # the routes that served; None: no request was needed
     if session is not None:
+        board = session.board
         report.readiness = session.readiness()
         report.probes_sent = session.probes_sent
         report.quota = spent(session)
+        asked = [s.agent_id for s in served]
     else:  # every file reused: no request, but the table says what memory holds
         board = memory.recall_only(catalog.selected)
         report.readiness = [p.model_copy() for p in board.rows()]
@@ -315,7 +318,7 @@ async def review(
     memory.reused_files = len(reused)
     memory.reused_chunks = len({u.memo.group for u in reused.values()})
     memory.chunks_avoided = max(0, len(whole.chunks) - len(plan.chunks))
-    report.memory = memory.report(catalog.selected, report.probes_sent or 0, environ, policy)
+    report.memory = memory.report(board, environ, policy, asked)
     remember_units(memory, plan, results, units, scope, policy, head_sha)
     memory.save(session, policy)
     report.elapsed_s = round(time.monotonic() - started, 3)

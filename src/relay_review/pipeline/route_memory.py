@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from pydantic import ValidationError
@@ -27,6 +27,8 @@ from relay_review.config import MemoryPolicy
 from relay_review.records import Outcome, OutcomeKind, Readiness
 from relay_review.routing.accounts import ACCOUNT_WIDE
 from relay_review.routing.board import RouteBoard
+from relay_review.routing.preflight import plan_probes
+from relay_review.routing.send import api_key_for
 from relay_review.state.memory import MAX_FIRST_BYTE_S, Memory, RouteMemo
 
 #: Outcomes that mean the route will not serve (until its memo runs out).
@@ -86,11 +88,14 @@ def _memo_for(
 
 @dataclass
 class Recalled:
-    """How many routes memory settled before routing."""
+    """How many routes memory settled before routing, and which: ``settled`` (agent ids) and,
+    of them, ``by_account`` (settled by their account's memo, not their own)."""
 
     proven: int = 0
     dead: int = 0
     cooling: int = 0
+    settled: set[str] = field(default_factory=set)
+    by_account: set[str] = field(default_factory=set)
 
     @property
     def total(self) -> int:
@@ -108,6 +113,9 @@ def recall(
         if found is None:
             continue
         memo, where = found
+        counts.settled.add(e.agent_id)
+        if memo is memory.accounts.get(e.account):
+            counts.by_account.add(e.agent_id)
         what = "served" if memo.state == "proven" else memo.outcome
         source = f" from {where}" if where else ""
         detail = f"remembered{source}: {what}, {ago(now - memo.at)} ago"
@@ -127,6 +135,50 @@ def recall(
         )
         setattr(counts, memo.state, getattr(counts, memo.state) + 1)
     return counts
+
+
+def routes_avoided(
+    board: RouteBoard,
+    recalled: Recalled,
+    environ: Mapping[str, str],
+    served: Sequence[str] | None,
+    *,
+    probe_budget: int,
+    eager: bool,
+) -> int:
+    """Requests to routes a run without memory would have sent beyond those this run sent: a
+    lower bound, 0 when memory settled no route. ``served``: the routes that served a reply
+    this run (empty: none did; None: the run needed no request).
+
+    Eager preflight (and the ``preflight`` command) probes the first ``probe_budget`` routes
+    with a key: the probes of that plan this run did not send. Hedged preflight sends a real
+    request or a probe to every route ranked above the one that serves, and at the hedge to
+    every route when none serves (a budget > 0): those of them this run sent nothing, memory
+    settled or left unneeded, neither held by the budget nor out for an account this run took
+    out, and one per account for routes its account's memo settled (a blind run would have
+    lost the account on its first route)."""
+    if not recalled.total:
+        return 0
+    if eager:
+        blind, _ = plan_probes(board.entries, environ, probe_budget)
+        return max(0, len(blind) - board.probes_sent)
+    if served is None or (not served and probe_budget <= 0):
+        return 0
+    order = [e.agent_id for e in board.entries]
+    stop = min((order.index(a) for a in served if a in order), default=len(order))
+    asked = set(board.outcomes) | set(board.sending) | board.first_bytes | board.busy
+    asked |= {a for a, p in board.probes.items() if p.sent}
+    skipped = [
+        e
+        for e in board.entries[:stop]
+        if e.agent_id not in asked
+        and e.agent_id not in board.held
+        and e.account not in board.condemned
+        and (e.agent_id in recalled.settled or e.agent_id not in board.out)
+        and api_key_for(e, environ) is not None
+    ]
+    accounts = {e.account for e in skipped if e.agent_id in recalled.by_account}
+    return sum(e.agent_id not in recalled.by_account for e in skipped) + len(accounts)
 
 
 def horizon(policy: MemoryPolicy) -> float:

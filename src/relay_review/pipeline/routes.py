@@ -185,7 +185,7 @@ async def preflight(
         readiness=session.readiness(),
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
-        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+        memory=memory.report(session.board, environ, policy, None, eager=True),
         quota=quota_report(health, spent(session)),
     )
 
@@ -210,6 +210,7 @@ async def chat(
             extra_body={"temperature": policy.review.temperature},
         )
         time_to_reply = session.elapsed()  # before in-flight probes are cancelled at close
+    served = [result.served_by.agent_id] if result.served_by else []
     memory.save(session, policy)
     from relay_review.records import ChatReport  # after the reply: the report's records
 
@@ -223,7 +224,7 @@ async def chat(
         catalog=catalog.summary(),
         probes_sent=session.probes_sent,
         elapsed_s=session.elapsed(),
-        memory=memory.report(catalog.selected, session.probes_sent, environ, policy),
+        memory=memory.report(session.board, environ, policy, served),
         quota=quota_report(health, spent(session)),
     )
 

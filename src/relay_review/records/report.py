@@ -119,7 +119,8 @@ class MemoryReport(_Row):
     #: Earlier chunk reviews some of whose files were reused (no model request), and the files.
     reused_chunks: int = 0
     reused_files: int = 0
-    #: Requests a run without memory would have sent: probes not needed, chunks not re-sent.
+    #: Requests a run without memory would have sent beyond this run's (a lower bound): chunks
+    #: not re-sent, routes not asked (:func:`relay_review.pipeline.route_memory.routes_avoided`).
     requests_avoided: int = 0
     #: Why files with reviewable changes were sent to a model again ("" when all were reused):
     #: changed since a commit, their route no longer selected, asked again, no earlier review.

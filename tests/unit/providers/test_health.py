@@ -427,4 +427,8 @@ def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) 
     assert run.report["served_by"]["model"] == "acme/reviewer"
     warnings = [ln for ln in run.stdout.splitlines() if "published health unavailable" in ln]
     assert len(warnings) == 1 and warnings[0].startswith("::warning")
-    assert "1 request" in run.summary and "free a day" not in run.summary
+    # the cost line, without the key endpoint's free-tier part (serve + repair: 2 requests;
+    # before, this matched the memory line's "1 request saved" by chance)
+    sent = sum(run.report["quota"]["requests_by_account"].values())
+    assert sent == 2 and f" · {sent} requests · " in run.summary
+    assert "free a day" not in run.summary

@@ -224,8 +224,12 @@ def test_mixed_drill_twice_with_one_state_file(tmp_path: Path) -> None:
     assert two["probes_sent"] == 0
     assert two["requests_per_route"] == {healthy: 1}  # nothing to the routes that failed or stalled
     assert two["served_by"]["agent_id"] == healthy
-    assert two["memory"]["requests_avoided"] >= 6 and two["memory"]["proven"] == 1
     rows = {r["agent_id"]: r for r in two["readiness"]}
+    # the routes ranked above the healthy one: a cold run sends each of them a request (run 1
+    # sent 13); hedging's own saving is not memory's (before: the probe budget, 6)
+    above = list(rows).index(healthy)
+    assert above == 4 and two["memory"]["requests_avoided"] == above
+    assert two["memory"]["proven"] == 1
     assert rows[healthy]["detail"].startswith("remembered: served")
     assert rows["nim_a/meta/llama-3.3-70b-instruct"]["detail"].startswith(
         "remembered: rate_limited"
