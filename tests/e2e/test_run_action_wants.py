@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from action_harness import (
+    FILES,
     FLEET_KEY,
     GUIDELINES_PATH,
     NUMBER,
@@ -24,6 +25,7 @@ from action_harness import (
     REPO,
     SHA,
     VERDICTS,
+    api_file,
     assert_nothing_posted,
     contents_body,
     policy_toml,
@@ -153,6 +155,27 @@ def test_context_is_optional_when_the_api_fails(
     _, user = system_and_user(fleet)
     assert "def login(request):" in user  # the hunk's own header line
     assert "C 9 " not in user
+    assert run.outputs["decision"] == "request_changes"
+
+
+def test_context_problems_of_many_files_are_one_warning(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
+) -> None:
+    """Four changed files too large to read for context: one annotation naming three and
+    counting the fourth (in the log), not one per file (a run on Prism's canned contents gave
+    ten annotations for a ten-file PR, crowding the ones that matter out of the checks UI)."""
+    names = [f"data/table{i}.py" for i in range(4)]
+    files = [api_file(name, "modified", "@@ -1,1 +1,2 @@\n x = 1\n+y = 2", 1, 0) for name in names]
+    files = [*FILES, *files]  # app/auth.py, which the fleet's reply reviews, is read
+    big = {**contents_body(REPO, "x = 1\ny = 2\n", "data/table.py"), "size": 300_000}
+    github_mock.stub("GET", "/contents/data/table[0-9][.]py$", 200, big, times=None)
+    run = run_in_process(tmp_path, github_mock, {"policy": policy_toml(fleet, "acme")}, files=files)
+    assert run.code == 0, run.stdout + run.stderr
+    warnings = [ln for ln in run.stdout.splitlines() if ln.startswith("::warning::")]
+    (context,) = [ln for ln in warnings if "relay-review: context:" in ln]
+    assert context.count("is over 256,000 bytes") == 3 and "and 1 more (in the log)" in context
+    assert f"context: {names[3]}@" in run.stdout  # the fourth, a plain log line
+    assert "context: 1 of 5 head files read" in run.stdout
     assert run.outputs["decision"] == "request_changes"
 
 

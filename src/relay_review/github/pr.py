@@ -116,7 +116,7 @@ def head_files(
         if isinstance(content, list) or content.type != "file":
             continue
         if (content.size or 0) > max_bytes or content.encoding != "base64":
-            out.problems.append(f"{where} is over {max_bytes:,} bytes; shown without context")
+            out.problems.append(f"{where} is over {max_bytes:,} bytes")
             continue
         try:
             raw = base64.b64decode(re.sub(r"\s", "", content.content or ""), validate=True)

@@ -21,6 +21,10 @@ if TYPE_CHECKING:
     from github.Repository import Repository
 
 
+#: Problems reading head files (one per file, at most) named in the one warning annotation.
+CONTEXT_PROBLEMS_NAMED = 3
+
+
 def files_stage(repo: Repository, event: PullRequestEvent) -> tuple[DiffIndex, int]:
     """The pull request's files as a diff index, and how many files GitHub did not list."""
     files = list_files(repo, event.number)
@@ -59,7 +63,12 @@ def context_stage(
     # at most a tenth of what is left of the run, and never more than a minute
     budget = max(0.0, min(remaining / 10, 60.0))
     fetched = head_files(repo, paths, event.head_sha, deadline=time.monotonic() + budget)
-    for problem in fetched.problems:
-        actions.warning(f"relay-review: context: {problem}; those hunks are shown without it")
+    if problems := fetched.problems:  # one annotation, not one per file (the log has each)
+        named = "; ".join(problems[:CONTEXT_PROBLEMS_NAMED])
+        more = len(problems) - CONTEXT_PROBLEMS_NAMED
+        rest = f"; and {more} more (in the log)" if more > 0 else ""
+        actions.warning(f"relay-review: context: {named}{rest}; those hunks are shown without it")
+        for problem in problems[CONTEXT_PROBLEMS_NAMED:]:
+            say(f"context: {problem}")
     say(f"context: {len(fetched.files)} of {len(paths)} head files read")
     return fetched.files
