@@ -118,8 +118,15 @@ def rows(run: Run) -> dict[str, dict[str, Any]]:
     return {r["agent_id"]: r for r in run.report["readiness"]}
 
 
+#: How the store's warnings start (relay_review.github.log.ANNOTATION_TITLE, escaped).
+STORE_WARNING = "::warning title=relay-review%3A memory store::"
+
+
 def warnings(run: Run) -> list[str]:
-    return [line for line in run.stdout.splitlines() if "WARNING relay_review.state" in line]
+    """The store's warnings: annotations in the action."""
+    lines = run.stdout.splitlines()
+    assert not [line for line in lines if "WARNING relay_review.state" in line]
+    return [line for line in lines if line.startswith(STORE_WARNING)]
 
 
 def listing_calls(mock: MockGitHub) -> list[Any]:

@@ -59,14 +59,41 @@ class _OneLine(logging.Filter):
         return True
 
 
+#: Loggers whose warnings are annotations in the action: the store's (a Redis that is down or
+#: refuses us costs memory and the shared ledger, which a plain log line hid from the checks UI).
+ANNOTATED_LOGGERS = ("relay_review.state",)
+#: Their annotations' title in the checks UI.
+ANNOTATION_TITLE = "relay-review: memory store"
+
+
+class _Annotated(logging.Filter):
+    """A warning (or worse) of :data:`ANNOTATED_LOGGERS` becomes a ``::warning::`` annotation on
+    the handler's stream instead of a plain line (escaped by
+    :func:`~relay_review.github.actions.command`: the text may quote a server's error)."""
+
+    def __init__(self, handler: logging.StreamHandler[Any]) -> None:
+        super().__init__()
+        self.handler = handler
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING or not any(
+            record.name == name or record.name.startswith(name + ".") for name in ANNOTATED_LOGGERS
+        ):
+            return True
+        actions.warning(record.getMessage(), title=ANNOTATION_TITLE, stream=self.handler.stream)
+        return False
+
+
 def log_to_stdout() -> None:
-    """One ordered stream: log records go to stdout, beside the workflow commands."""
+    """One ordered stream: log records go to stdout, beside the workflow commands; the store's
+    warnings are annotations (:class:`_Annotated`)."""
     for handler in logging.getLogger().handlers:
         if isinstance(handler, logging.StreamHandler) and not isinstance(
             handler, logging.FileHandler
         ):
             handler.setStream(sys.stdout)
             handler.addFilter(_OneLine())
+            handler.addFilter(_Annotated(handler))
 
 
 def say(text: str) -> None:
