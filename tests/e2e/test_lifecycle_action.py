@@ -344,3 +344,47 @@ def test_no_verdict_leaves_threads_and_memory_alone(
     assert not gql.all_threads()[0].resolved
     assert "lifecycle" not in run.report or run.report["lifecycle"] is None
     assert overlay.comments(REPO, NUMBER)  # the sticky comment (with the routes) is posted
+
+
+def shifted(extra: int) -> list[dict[str, Any]]:
+    """The push-1 file with ``extra`` lines added above the findings' lines."""
+    added = "".join(f"+    log.debug('step {i}')\n" for i in range(extra))
+    text = (
+        f"@@ -10,4 +10,{6 + extra} @@ def login(request):\n"
+        '     user = find_user(request.form["name"])\n'
+        '-    if user.check(request.form["password"]):\n'
+        f"{added}+    {QUERY_LINE}\n+    {ROWS_LINE}\n+    if rows:\n"
+        "         return ok(user)\n"
+        "     return denied()"
+    )
+    return [api_file("app/auth.py", "modified", text, 3 + extra, 1)]
+
+
+def test_threads_past_the_read_cap_are_not_posted_again(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    """Audit: only 10 pages of 50 threads are read. A pull request with 500 threads before
+    our review (anyone who can comment can open them) put ours past the cap, and every later
+    push posted the same findings again. Read in part, GitHub is not sure: a finding memory
+    knows as posted is not posted again, as when the threads cannot be read at all."""
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    for n in range(500):
+        gql.add_thread(REPO, NUMBER, "app/auth.py", 11, f"nit {n}", ("User", "drive-by"), "NONE")
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=shifted(0))
+    assert one.code == 0, one.stdout + one.stderr
+    assert len(reviews_posted(github_mock)) == 1
+    github_creates_threads(gql, github_mock)
+
+    next_push(github_mock, overlay, gql, SHA2)  # one line added above both findings
+    VERDICT.update(findings=[{**SQL, "line": 12}, {**CURSOR, "line": 13}])
+    two = run_in_process(
+        tmp_path / "two", github_mock, inputs, payload=pr_payload(head_sha=SHA2), files=shifted(1)
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert reviews_posted(github_mock) == []  # not posted twice
+    assert "the rest are not read" in two.stdout + two.stderr
+    assert two.report is not None
+    assert [f["state"] for f in two.report["findings"]] == ["open", "open"]

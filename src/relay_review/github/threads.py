@@ -202,11 +202,19 @@ def parse_threads(page: Any) -> list[Thread]:
     return out
 
 
-def read_threads(gh: Github, repo_full_name: str, number: int) -> list[Thread]:
-    """Every review thread of PR ``number`` (at most :data:`MAX_THREAD_PAGES` pages); raises
-    :class:`GitHubEdgeError` when GitHub does not answer them."""
+class ThreadList(list[Thread]):
+    """The review threads read; ``complete`` is False when pages were left unread (the
+    :data:`MAX_THREAD_PAGES` cap), so a thread of ours may exist unseen."""
+
+    complete: bool = True
+
+
+def read_threads(gh: Github, repo_full_name: str, number: int) -> ThreadList:
+    """Every review thread of PR ``number`` (at most :data:`MAX_THREAD_PAGES` pages; past them
+    the list says it is not ``complete``); raises :class:`GitHubEdgeError` when GitHub does not
+    answer them."""
     owner, _, name = repo_full_name.partition("/")
-    threads: list[Thread] = []
+    threads = ThreadList()
     after: str | None = None
     for _ in range(MAX_THREAD_PAGES):
         data = graphql(
@@ -226,7 +234,12 @@ def read_threads(gh: Github, repo_full_name: str, number: int) -> list[Thread]:
             break
         after = cursor
     else:
-        log.warning("more than %d pages of review threads; the rest are not read", MAX_THREAD_PAGES)
+        log.warning(
+            "more than %d pages of review threads; the rest are not read, and findings memory "
+            "knows as posted are not posted again",
+            MAX_THREAD_PAGES,
+        )
+        threads.complete = False
     return threads
 
 
@@ -373,10 +386,14 @@ def plan(
 ) -> Plan:
     """Decide what to post, what to close and each finding's state (module docs). ``threads``
     ``None``: they could not be read; then memory alone says what was seen before, and a finding
-    it knows as open is not posted again (no duplicates when GitHub is not sure). ``reviewed``:
+    it knows as open is not posted again (no duplicates when GitHub is not sure); likewise when
+    ``threads`` is a :class:`ThreadList` that is not ``complete`` (our thread may be on a page
+    not read). ``reviewed``:
     the paths a model reviewed this run (``None``: all); a thread on a file still in the diff
     but not reviewed (its chunk failed, or it is excluded now) is left open, never closed."""
     head12 = head_sha[:12].lower()
+    #: GitHub not sure: unread, or read only in part (a thread of ours may be unseen)
+    unsure = threads is None or not getattr(threads, "complete", True)
     known = known if known is not None else associations(threads or ())
     out = Plan()
     ours: dict[str, list[tuple[Thread, str, str]]] = {}
@@ -420,9 +437,10 @@ def plan(
                 rated.setdefault(fp, SEVERITY_RANK[said.group(1)])
     for fp, k in remembered.items():
         earlier.setdefault((k.path, k.cited[:40]), fp)
-    # Threads unread: a dismissal memory holds is rated as if at the top (not sure, not posted
-    # again); read, a dismissal without our comment's rating carries over to no severity.
-    unrated = max(SEVERITY_RANK.values()) if threads is None else 0
+    # Threads unread, or read in part: a dismissal memory holds is rated as if at the top (not
+    # sure, not posted again); read, a dismissal without our comment's rating carries over to
+    # no severity.
+    unrated = max(SEVERITY_RANK.values()) if unsure else 0
     taken: set[str] = set()
 
     def identity(f: Finding) -> str | None:
@@ -456,7 +474,7 @@ def plan(
         seen = fp in remembered and remembered[fp].state == "open"
         if fp in dismissed:
             state: State = "dismissed"
-        elif live(fp) or (threads is None and seen):
+        elif live(fp) or (unsure and seen):
             state = "open"
         else:  # no thread of ours: new, or seen on an earlier push with none (inline comments
             # off, or held back by the inline cap or floor): still open; a candidate either way
