@@ -388,3 +388,43 @@ def test_threads_past_the_read_cap_are_not_posted_again(
     assert "the rest are not read" in two.stdout + two.stderr
     assert two.report is not None
     assert [f["state"] for f in two.report["findings"]] == ["open", "open"]
+
+
+def test_a_retargeted_base_does_not_mark_a_finding_fixed(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    """Audit: the base was changed to a branch that already holds the cursor line, so the diff
+    no longer shows it while the head is the same commit. The thread was answered "fixed in
+    `<the same commit>`: the cited lines changed" and resolved, and the story counted 1 fixed:
+    nothing changed. At the commit a finding was first seen at, it is still open."""
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    github_creates_threads(gql, github_mock)
+    _, cursor_thread = gql.all_threads()
+
+    retargeted = (
+        "@@ -10,3 +10,3 @@ def login(request):\n"
+        '     user = find_user(request.form["name"])\n'
+        '-    if user.check(request.form["password"]):\n'
+        f"+    {QUERY_LINE}\n"
+        "     log.debug('checked')\n"
+    )
+    next_push(github_mock, overlay, gql, SHA)  # the same head: only the base moved
+    VERDICT.update(findings=[SQL])
+    since = len(gql.requests)
+    two = run_in_process(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA),
+        files=[api_file("app/auth.py", "modified", retargeted, 1, 1)],
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert not gql.mutations("resolveReviewThread", since) and not cursor_thread.resolved
+    assert two.report is not None
+    assert two.report["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
+    assert "0 new since the last push · 2 still open · 0 fixed · 0 dismissed" in sticky(overlay)

@@ -417,6 +417,11 @@ def plan(
         """Still in the diff, but no model reviewed it this run: nothing is known of it."""
         return reviewed is not None and path not in reviewed and index.file(path) is not None
 
+    def same_head(first: str) -> bool:
+        """The head is the commit the finding was first seen at: its cited lines cannot have
+        changed there; only the diff did (a retargeted base), so it is not fixed."""
+        return bool(first) and first[:12].lower() == head12
+
     def live(fp: str) -> list[tuple[Thread, str, str]]:
         """Our threads for ``fp`` still standing (not resolved by us)."""
         return [g for g in ours.get(fp, []) if not g[0].closed_by_us(bot)]
@@ -495,7 +500,7 @@ def plan(
             out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, "fixed", cited)
             continue
         at = _still(index, thread.path, cited)
-        if at is not None or not_seen(thread.path):
+        if at is not None or not_seen(thread.path) or same_head(first):
             out.entries[fp] = Entry(fp, thread.path, at or thread.line, "open", first, "", cited)
             continue
         how: Literal["fixed", "code changed"] = (
@@ -509,7 +514,11 @@ def plan(
             continue
         if k.state in ("dismissed", "fixed"):
             out.entries[fp] = Entry(fp, k.path, None, k.state, k.first, k.how, k.cited)  # type: ignore[arg-type]
-        elif (at := _still(index, k.path, k.cited)) is not None or not_seen(k.path):
+        elif (
+            (at := _still(index, k.path, k.cited)) is not None
+            or not_seen(k.path)
+            or same_head(k.first)
+        ):
             out.entries[fp] = Entry(fp, k.path, at, "open", k.first, "", k.cited)
         else:
             out.entries[fp] = Entry(fp, k.path, None, "fixed", k.first, "fixed", k.cited)
