@@ -591,3 +591,54 @@ async def test_an_endless_reply_is_cut_off_as_a_bad_reply() -> None:
         )
     assert outcome.kind is OutcomeKind.BAD_REPLY
     assert f"longer than {MAX_CONTENT_CHARS}" in outcome.detail
+
+
+def _bomb_transport(encoding: str | None, decoded_mib: int) -> httpx.MockTransport:
+    """A 200 ``text/event-stream`` whose body is one ``data:`` line that never ends:
+    ``decoded_mib`` MiB once decoded (``encoding``: gzip or deflate, a few hundred KB sent)."""
+    import zlib
+
+    async def body() -> AsyncIterator[bytes]:
+        wbits = {"gzip": 31, "deflate": 15}.get(encoding or "")
+        pack = zlib.compressobj(9, zlib.DEFLATED, wbits) if wbits else None
+        block = b"x" * (1 << 20)
+        for piece in [b"data: ", *[block] * decoded_mib]:
+            yield pack.compress(piece) if pack else piece
+        if pack:
+            yield pack.flush()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "text/event-stream"}
+        if encoding:
+            headers["content-encoding"] = encoding
+        return httpx.Response(200, headers=headers, content=body())
+
+    return httpx.MockTransport(handler)
+
+
+@pytest.mark.parametrize("encoding", ["gzip", "deflate", None])
+async def test_a_stream_bomb_is_cut_at_its_decoded_size(encoding: str | None) -> None:
+    """A content-encoding bomb or a ``data:`` line without end: the reply is a bad reply once
+    its decoded bytes pass SSE_BODY_MAX, and memory stays near that bound."""
+    import tracemalloc
+
+    from relay_review.providers.chat.call import SSE_BODY_MAX
+
+    transport = _bomb_transport(encoding, decoded_mib=SSE_BODY_MAX // (1 << 20) * 3)
+    tracemalloc.start()
+    try:
+        async with httpx.AsyncClient(transport=transport) as client:
+            outcome = await chat_call(
+                client,
+                base_url="http://provider.test/v1",
+                api_key=None,
+                model="m",
+                messages=MESSAGES,
+                deadlines=Deadlines(connect=5, first_byte=20, idle=20, attempt=60),
+            )
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert outcome.kind is OutcomeKind.BAD_REPLY, outcome
+    assert f"larger than {SSE_BODY_MAX}" in outcome.detail
+    assert peak < 3 * SSE_BODY_MAX, peak

@@ -37,6 +37,10 @@ from relay_review.routing import progress
 ERROR_BODY_MAX = 64 * 1024
 #: Most bytes accepted for a non-streamed (plain JSON) reply.
 JSON_BODY_MAX = 8 * 1024 * 1024
+#: Most bytes of a streamed reply, counted after its content-encoding is undone (a gzip bomb,
+#: or a ``data:`` line that never ends, cannot fill memory: the SSE parser buffers a line until
+#: its newline). Far above any reply ``max_tokens`` allows, with the SSE framing of every delta.
+SSE_BODY_MAX = 32 * 1024 * 1024
 #: Keys shorter than this are not scrubbed from outcomes (real provider keys are far longer;
 #: scrubbing a two-letter test key would mangle every reply that contains those two letters).
 MIN_SCRUB_KEY = MIN_SECRET_CHARS
@@ -263,6 +267,12 @@ class _Call:
         return True
 
     async def _read_sse(self, response: httpx.Response) -> Outcome:
+        try:
+            return await self._read_events(_decoded_capped(response, SSE_BODY_MAX))
+        except _TooLarge:
+            return self._bad_reply(f"stream larger than {SSE_BODY_MAX} bytes (decoded)")
+
+    async def _read_events(self, response: httpx.Response) -> Outcome:
         st = self.stream
         async with contextlib.aclosing(EventSource(response).aiter_sse()) as events:
             async for event in events:
@@ -418,6 +428,38 @@ class _Watched(httpx.AsyncByteStream):
 
     async def aclose(self) -> None:
         """Closing belongs to the original response (httpx closes it on leaving ``stream()``)."""
+
+
+class _TooLarge(Exception):
+    """A streamed body went past :data:`SSE_BODY_MAX` decoded bytes."""
+
+
+class _Capped(httpx.AsyncByteStream):
+    """A body's decoded bytes, raising :class:`_TooLarge` past ``cap`` in all."""
+
+    def __init__(self, response: httpx.Response, cap: int) -> None:
+        self._response = response
+        self._cap = cap
+
+    async def __aiter__(self) -> AsyncIterator[bytes]:
+        seen = 0
+        async with contextlib.aclosing(self._response.aiter_bytes()) as chunks:  # type: ignore[type-var]
+            async for chunk in chunks:
+                seen += len(chunk)
+                if seen > self._cap:
+                    raise _TooLarge
+                yield chunk
+
+
+def _decoded_capped(response: httpx.Response, cap: int) -> httpx.Response:
+    """``response`` with its content-encoding undone and at most ``cap`` bytes of body."""
+    headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-encoding"]
+    return httpx.Response(
+        response.status_code,
+        headers=headers,
+        stream=_Capped(response, cap),
+        request=response.request,
+    )
 
 
 def _content_type(response: httpx.Response) -> str:
