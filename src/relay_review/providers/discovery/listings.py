@@ -25,6 +25,9 @@ from relay_review.records import Account
 #: Cloudflare's model search is paged: this many per page, at most this many pages.
 CLOUDFLARE_PER_PAGE = 100
 CLOUDFLARE_MAX_PAGES = 20
+#: Most bytes of one listing, counted after its content-encoding is undone (a gzip bomb of a
+#: few hundred KB cannot fill memory). Models.dev's ``api.json``, the largest, is a few MB.
+LISTING_BODY_MAX = 32 * 1024 * 1024
 _PER_MILLION = Decimal(1_000_000)
 
 
@@ -32,10 +35,10 @@ class FetchError(Exception):
     """A failed fetch, already phrased for the report (and scrubbed of keys)."""
 
 
-def _http_detail(response: httpx.Response) -> str:
+def _http_detail(content: bytes) -> str:
     """A short reason from an error reply: the provider's ``error.message`` if it gives one."""
     try:
-        body = json.loads(response.content)
+        body = json.loads(content)
     except ValueError:
         return ""
     message: Any = None
@@ -58,7 +61,7 @@ async def get_json(
     """GET a JSON document within ``timeout`` seconds overall; raise FetchError on any failure."""
     try:
         async with asyncio.timeout(timeout):
-            response = await client.get(url, headers=dict(headers or {}))
+            response, content = await _get_capped(client, url, headers, LISTING_BODY_MAX)
     except (TimeoutError, httpx.TimeoutException):
         raise FetchError(f"timed out after {timeout:g} s") from None
     except httpx.ConnectError as exc:
@@ -66,11 +69,27 @@ async def get_json(
     except httpx.HTTPError as exc:
         raise FetchError(f"{type(exc).__name__}: {clip(str(exc))}") from None
     if not response.is_success:
-        raise FetchError(f"HTTP {response.status_code}{_http_detail(response)}")
+        raise FetchError(f"HTTP {response.status_code}{_http_detail(content or b'')}")
+    if content is None:
+        raise FetchError(f"the reply is larger than {LISTING_BODY_MAX} bytes (decoded)")
     try:
-        return json.loads(response.content), response.content
+        return json.loads(content), content
     except ValueError:
         raise FetchError("the reply is not valid JSON") from None
+
+
+async def _get_capped(
+    client: httpx.AsyncClient, url: str, headers: Mapping[str, str] | None, cap: int
+) -> tuple[httpx.Response, bytes | None]:
+    """GET ``url``: the response and its decoded body, or None when that passed ``cap`` bytes
+    (reading stops there)."""
+    async with client.stream("GET", url, headers=dict(headers or {})) as response:
+        body = bytearray()
+        async for chunk in response.aiter_bytes():
+            body += chunk
+            if len(body) > cap:
+                return response, None
+        return response, bytes(body)
 
 
 async def list_models(

@@ -9,7 +9,7 @@ import logging
 import os
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -853,3 +853,36 @@ async def test_unfilled_cloudflare_account_id_is_reported_not_called() -> None:
             "error": "CLOUDFLARE_ACCOUNT_ID is not set (it fills the base URL's {account_id})",
         }
     ]
+
+
+async def test_a_listing_bomb_is_refused_at_its_decoded_size() -> None:
+    """A listing (models, key, endpoints, Models.dev, ZDR) sent as a gzip bomb: a FetchError
+    once its decoded bytes pass LISTING_BODY_MAX, and memory stays near that bound."""
+    import tracemalloc
+    import zlib
+
+    import httpx
+
+    from relay_review.providers.discovery.listings import LISTING_BODY_MAX, FetchError, get_json
+
+    async def bomb() -> AsyncIterator[bytes]:
+        pack = zlib.compressobj(9, zlib.DEFLATED, 31)
+        yield pack.compress(b'{"data": "')
+        block = b"0" * (1 << 20)
+        for _ in range(LISTING_BODY_MAX // len(block) * 3):
+            yield pack.compress(block)
+        yield pack.flush()
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        headers = {"content-type": "application/json", "content-encoding": "gzip"}
+        return httpx.Response(200, headers=headers, content=bomb())
+
+    tracemalloc.start()
+    try:
+        async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+            with pytest.raises(FetchError, match="larger than"):
+                await get_json(client, "http://listing.test/v1/key", 30)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 3 * LISTING_BODY_MAX, peak
