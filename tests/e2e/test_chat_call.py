@@ -642,3 +642,38 @@ async def test_a_stream_bomb_is_cut_at_its_decoded_size(encoding: str | None) ->
     assert outcome.kind is OutcomeKind.BAD_REPLY, outcome
     assert f"larger than {SSE_BODY_MAX}" in outcome.detail
     assert peak < 3 * SSE_BODY_MAX, peak
+
+
+@pytest.mark.parametrize(
+    ("pieces", "said"),
+    [
+        ([b": ping\n\n", b": ping\n\n"], "keep-alive only"),
+        ([b": ping\n\n", b'data: {"choices": [{"delta": {"content": "wh'], "no event finished"),
+        ([b": ping\n\n: pi", b'ng\n\ndata: {"cho'], "no event finished"),  # split lines
+    ],
+)
+async def test_a_timeout_tells_an_unfinished_event_from_keep_alive(
+    pieces: list[bytes], said: str
+) -> None:
+    """Audit: a route that sent part of a ``data:`` line and then went quiet was said to have
+    sent "keep-alive only" (the readiness row misled: those were a reply's bytes)."""
+
+    async def body() -> AsyncIterator[bytes]:
+        for piece in pieces:
+            yield piece
+        await asyncio.sleep(30)
+
+    def handler(request: httpx.Request) -> httpx.Response:
+        return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
+
+    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
+        outcome = await chat_call(
+            client,
+            base_url="http://provider.test/v1",
+            api_key=None,
+            model="m",
+            messages=MESSAGES,
+            deadlines=Deadlines(connect=5, first_byte=5, idle=5, first_token=0.5, attempt=10),
+        )
+    assert (outcome.kind, outcome.phase) == (OutcomeKind.TIMEOUT, Phase.FIRST_TOKEN), outcome
+    assert said in outcome.detail, outcome.detail

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import re
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
 from typing import Any
@@ -41,6 +42,8 @@ JSON_BODY_MAX = 8 * 1024 * 1024
 #: or a ``data:`` line that never ends, cannot fill memory: the SSE parser buffers a line until
 #: its newline). Far above any reply ``max_tokens`` allows, with the SSE framing of every delta.
 SSE_BODY_MAX = 32 * 1024 * 1024
+#: A stream line that starts with anything but ``:`` (an SSE comment) or a line break.
+_DATA_LINE = re.compile(rb"[\r\n][^:\r\n]")
 #: Keys shorter than this are not scrubbed from outcomes (real provider keys are far longer;
 #: scrubbing a two-letter test key would mangle every reply that contains those two letters).
 MIN_SCRUB_KEY = MIN_SECRET_CHARS
@@ -133,6 +136,9 @@ class _Call:
         self.headers_at: float | None = None
         self.first_byte_at: float | None = None
         self.bytes_seen = 0
+        #: a decoded stream line that is not an SSE comment arrived (see :meth:`on_decoded`)
+        self.data_seen = False
+        self._line_start = True
         self.error_body = bytearray()
         self.stream = StreamState()
 
@@ -175,6 +181,15 @@ class _Call:
                 self.on_first_byte()
         self.bytes_seen += size
         self._arm(Phase.IDLE)
+
+    def on_decoded(self, chunk: bytes) -> None:
+        """Called for every decoded stream chunk until a line that is not an SSE comment (``:``)
+        starts: bytes of an event not finished are no keep-alive (a timeout's detail)."""
+        if self.data_seen or not chunk:
+            return
+        if _DATA_LINE.search(b"\n" + chunk if self._line_start else chunk):
+            self.data_seen = True
+        self._line_start = chunk[-1:] in (b"\n", b"\r")
 
     def _arm(self, phase: Phase) -> None:
         self.phase = phase
@@ -268,7 +283,8 @@ class _Call:
 
     async def _read_sse(self, response: httpx.Response) -> Outcome:
         try:
-            return await self._read_events(_decoded_capped(response, SSE_BODY_MAX))
+            decoded = _decoded_capped(response, SSE_BODY_MAX, self.on_decoded)
+            return await self._read_events(decoded)
         except _TooLarge:
             return self._bad_reply(f"stream larger than {SSE_BODY_MAX} bytes (decoded)")
 
@@ -366,7 +382,9 @@ class _Call:
     def arrived(self) -> Arrived:
         """How far the reply had come (for a timeout's detail)."""
         if self.bytes_seen:
-            return Arrived.EVENTS if self.events_seen else Arrived.KEEPALIVE
+            if self.events_seen:
+                return Arrived.EVENTS
+            return Arrived.PARTIAL if self.data_seen else Arrived.KEEPALIVE
         return Arrived.NOTHING if self.headers_at is None else Arrived.HEADERS
 
     def _transport_failed(self, exc: Exception) -> Outcome:
@@ -437,9 +455,12 @@ class _TooLarge(Exception):
 class _Capped(httpx.AsyncByteStream):
     """A body's decoded bytes, raising :class:`_TooLarge` past ``cap`` in all."""
 
-    def __init__(self, response: httpx.Response, cap: int) -> None:
+    def __init__(
+        self, response: httpx.Response, cap: int, on_chunk: Callable[[bytes], None]
+    ) -> None:
         self._response = response
         self._cap = cap
+        self._on_chunk = on_chunk
 
     async def __aiter__(self) -> AsyncIterator[bytes]:
         seen = 0
@@ -448,16 +469,20 @@ class _Capped(httpx.AsyncByteStream):
                 seen += len(chunk)
                 if seen > self._cap:
                     raise _TooLarge
+                self._on_chunk(chunk)
                 yield chunk
 
 
-def _decoded_capped(response: httpx.Response, cap: int) -> httpx.Response:
-    """``response`` with its content-encoding undone and at most ``cap`` bytes of body."""
+def _decoded_capped(
+    response: httpx.Response, cap: int, on_chunk: Callable[[bytes], None]
+) -> httpx.Response:
+    """``response`` with its content-encoding undone and at most ``cap`` bytes of body, each
+    decoded chunk shown to ``on_chunk``."""
     headers = [(k, v) for k, v in response.headers.items() if k.lower() != "content-encoding"]
     return httpx.Response(
         response.status_code,
         headers=headers,
-        stream=_Capped(response, cap),
+        stream=_Capped(response, cap, on_chunk),
         request=response.request,
     )
 

@@ -17,6 +17,7 @@ class Arrived(StrEnum):
     NOTHING = "nothing"
     HEADERS = "headers"  # headers, but no body byte
     KEEPALIVE = "keep-alive"  # body bytes, but only SSE comments
+    PARTIAL = "partial"  # body bytes besides comments, but no event finished
     EVENTS = "events"  # body bytes, at least one event
 
 
@@ -41,12 +42,16 @@ TIMEOUT_DETAILS: dict[tuple[Phase, Arrived | None], str] = {
         "first_token: keep-alive only ({bytes} bytes of SSE comments, "
         "no token within {first_token})"
     ),
+    (Phase.FIRST_TOKEN, Arrived.PARTIAL): (
+        "first_token: no event finished ({bytes} bytes, no token within {first_token})"
+    ),
     (Phase.FIRST_TOKEN, Arrived.EVENTS): (
         "first_token: no content or reasoning delta within {first_token}"
     ),
     (Phase.ATTEMPT, Arrived.NOTHING): _NO_REPLY + " (no headers)",
     (Phase.ATTEMPT, Arrived.HEADERS): _NO_REPLY + " (headers, but no body byte)",
     (Phase.ATTEMPT, Arrived.KEEPALIVE): _NO_REPLY + " ({bytes} bytes received, keep-alive only)",
+    (Phase.ATTEMPT, Arrived.PARTIAL): _NO_REPLY + " ({bytes} bytes received, no event finished)",
     (Phase.ATTEMPT, Arrived.EVENTS): _NO_REPLY + " ({bytes} bytes received)",
 }
 

@@ -44,6 +44,12 @@ NO_REPLY = "no complete reply within the attempt bound 9.95s"
         ),
         (
             Phase.FIRST_TOKEN,
+            Arrived.PARTIAL,
+            Phase.FIRST_TOKEN,
+            "first_token: no event finished (7 bytes, no token within 4s)",
+        ),
+        (
+            Phase.FIRST_TOKEN,
             Arrived.EVENTS,
             Phase.FIRST_TOKEN,
             "first_token: no content or reasoning delta within 4s",
@@ -55,6 +61,12 @@ NO_REPLY = "no complete reply within the attempt bound 9.95s"
             Arrived.KEEPALIVE,
             Phase.ATTEMPT,
             f"{NO_REPLY} (7 bytes received, keep-alive only)",
+        ),
+        (
+            Phase.ATTEMPT,
+            Arrived.PARTIAL,
+            Phase.ATTEMPT,
+            f"{NO_REPLY} (7 bytes received, no event finished)",
         ),
         (Phase.ATTEMPT, Arrived.EVENTS, Phase.ATTEMPT, f"{NO_REPLY} (7 bytes received)"),
     ],
