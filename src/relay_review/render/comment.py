@@ -9,7 +9,7 @@ import re
 from collections.abc import Sequence
 
 from relay_review.records import RunReport
-from relay_review.render.sections import comment_sections
+from relay_review.render.sections import comment_sections, findings_within
 
 COMMENT_LIMIT = 65_536
 
@@ -53,6 +53,16 @@ def comment_markdown(report: RunReport, *, marker: str = "", limit: int = COMMEN
         if name in chosen and chosen[name] != shorts[name]:
             chosen[name] = shorts[name]
             shortened.append(name)
+            text = body()
+    if len(text) > limit and "findings" in chosen:
+        # still too long (many findings with long messages): fewer findings, not a cut that
+        # drops the route summary, the readiness table, the footer and this note
+        if "findings" not in shortened:
+            shortened.append("findings")
+            text = body()
+        fitted = findings_within(report, limit - (len(text) - len(chosen["findings"])))
+        if fitted is not None:
+            chosen["findings"] = fitted
             text = body()
     if len(text) > limit:
         text = _hard_cut(text, limit, marker)

@@ -32,6 +32,7 @@ from relay_review.render.routes import (
 )
 from relay_review.render.suggestions import suggestion_diff
 from relay_review.render.terminal import plain, plural
+from relay_review.review.decision import SEVERITY_RANK
 
 #: Where the findings link to: the run's context and the pull request's number.
 Where = tuple[RunContext | None, int | None]
@@ -95,14 +96,18 @@ def _finding_link(f: Finding, ctx: Where) -> str:
     return f"[{label}]({url})"
 
 
+def _finding_line(f: Finding, ctx: Where, message_chars: int = 1000) -> str:
+    quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
+    return (
+        f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}{_state_md(f)}: "
+        f"{md_text(f.message, message_chars)}{quote}"
+    )
+
+
 def _findings_md(findings: Sequence[Finding], ctx: Where, *, suggestions: bool = True) -> str:
     lines = []
     for f in findings:
-        quote = f" — {md_code(f.quote, 120)}" if f.quote else ""
-        lines.append(
-            f"- **{md_text(f.severity, 10)}** {_finding_link(f, ctx)}{_state_md(f)}: "
-            f"{md_text(f.message)}{quote}"
-        )
+        lines.append(_finding_line(f, ctx))
         if suggestions and f.suggestion is not None and f.replaces:
             lines.append("\n" + suggestion_diff(f.replaces, f.suggestion, indent="  "))
     return "\n".join(lines)
@@ -259,10 +264,46 @@ def _findings_section(report: RunReport) -> Section | None:
             return ("findings", full, brief + "\n\n_Suggestions are in the JSON report._")
         return ("findings", full, full)
     short = (
-        f"{title}\n\n{_findings_md(findings[:SHORT_FINDINGS], ctx, suggestions=False)}\n\n"
-        f"_{len(findings) - SHORT_FINDINGS} more findings are in the JSON report._"
+        f"{title}\n\n{_findings_md(by_severity(findings)[:SHORT_FINDINGS], ctx, suggestions=False)}"
+        f"\n\n_{len(findings) - SHORT_FINDINGS} more findings are in the JSON report._"
     )
     return ("findings", full, short)
+
+
+def by_severity(findings: Sequence[Finding]) -> list[Finding]:
+    """Most severe first, in their order within a severity (a shortened list keeps those)."""
+    return sorted(findings, key=lambda f: -SEVERITY_RANK.get(str(f.severity).lower(), 0))
+
+
+#: Characters of a finding's message when the findings are cut to fit the comment.
+FIT_MESSAGE_CHARS = 300
+
+
+def findings_within(report: RunReport, room: int) -> str | None:
+    """The findings section in at most ``room`` characters, for a comment that is still too
+    long with every part shortened: most severe first, no suggestions, messages cut to
+    :data:`FIT_MESSAGE_CHARS`, as many as fit, and how many more the JSON report holds (so
+    the route summary, the readiness table and the footer after it are kept, not cut off).
+    None when there are no findings or not even the title and that note fit."""
+    findings = report.verdict.findings
+    if not findings:
+        return None
+    ctx: Where = (report.context, report.pull_request.number if report.pull_request else None)
+    title = f"### Findings ({len(findings)} verified)"
+
+    def tail(more: int) -> str:
+        return f"\n\n_{more} more findings are in the JSON report._" if more else ""
+
+    text = title
+    shown = 0
+    for f in by_severity(findings):
+        line = ("\n\n" if not shown else "\n") + _finding_line(f, ctx, FIT_MESSAGE_CHARS)
+        if len(text) + len(line) + len(tail(len(findings) - shown - 1)) > room:
+            break
+        text += line
+        shown += 1
+    text += tail(len(findings) - shown)
+    return text if len(text) <= room else None
 
 
 #: Longest file note (or part summary) shown in the walkthrough (characters).

@@ -204,3 +204,37 @@ def test_the_drill_comment_believes_only_the_honest_summary_and_says_stalls() ->
     stalled = [r for r in data["readiness"] if r["status"] == "abandoned"]
     assert stalled and all(r["detail"].startswith("stalled: no byte in ") for r in stalled)
     assert "abandoned when the run finished" not in body
+
+
+def test_many_long_findings_are_fewer_not_a_cut_that_loses_the_routes_and_footer() -> None:
+    """Helper audit: 3 chunks of 20 findings with long messages and the 16 KB memory payload
+    left ~49 KB; the 50 findings of the shortened list did not fit, and the hard cut dropped
+    the route summary, the readiness table, the footer and the "Shortened" note, keeping low
+    findings while high ones after the 50th were lost."""
+    severities = ["low", "low", "medium", "high"]
+    findings = [
+        {
+            "path": f"src/mod_{i:03d}.py",
+            "line": 1,
+            "side": "RIGHT",
+            "quote": "x = eval(input())",
+            "severity": severities[i % 4],
+            "message": f"finding {i}: " + "y" * 1200,
+        }
+        for i in range(60)
+    ]
+    limit = 20_000
+    body = comment_markdown(
+        RunReport.from_json(report(decision="request_changes", findings=findings)), limit=limit
+    )
+    assert len(body) <= limit
+    assert "cut at the size limit" not in body
+    assert "Shortened to fit GitHub's size limit" in body and "findings" in body
+    assert "Served by `d/good`" in body and "Routes: selection and readiness" in body
+    assert "decision computed from verified findings" in body
+    shown = [ln for ln in body.splitlines() if ln.startswith("- **")]
+    assert (
+        0 < len(shown) < 60 and f"_{60 - len(shown)} more findings are in the JSON report._" in body
+    )
+    highs = [ln for ln in shown if ln.startswith("- **high**")]
+    assert len(highs) == 15 and shown[:15] == highs  # every high one, first

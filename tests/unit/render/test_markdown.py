@@ -221,10 +221,23 @@ def test_hard_cut_keeps_whole_lines_the_marker_and_closed_details():
         }
         for i in range(60)
     ]
+    # many findings are fitted, not cut: fewer of them, the rest of the comment kept
     body = comment_markdown(
         RunReport.from_json(report(findings=findings)), marker="<!-- m -->", limit=9000
     )
     assert len(body) <= 9000 and body.startswith("<!-- m -->\n")
+    assert "more findings are in the JSON report" in body and "cut at the size limit" not in body
+    assert body.rstrip().endswith("never taken from the model</sub>")
+    assert all(line.count("````") % 2 == 0 for line in body.split("\n"))
+    assert body.count("<details>") == body.count("</details>")
+    # the last resort: a head too long for any room left is cut at a line end
+    summary = "\n".join(["&" * 190] * 10)
+    body = comment_markdown(
+        RunReport.from_json(report(findings=findings, summary=summary)),
+        marker="<!-- m -->",
+        limit=3000,
+    )
+    assert len(body) <= 3000 and body.startswith("<!-- m -->\n")
     assert body.endswith("\n\n_[cut at the size limit]_\n")
     kept = body.split("\n")[:-3]
     assert all(line.count("````") % 2 == 0 for line in kept)  # no code span cut open
