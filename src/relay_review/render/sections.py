@@ -397,8 +397,10 @@ def _fault_word(probe: Probe, failure: Attempt | None) -> str | None:
             return str(failure.http_status)
         return failure.outcome.replace("_", " ")
     status = probe.column
-    if status in ("timeout", "abandoned"):
+    if status == "timeout":
         return "stalled"
+    if status == "abandoned":  # still in flight when another route's reply ended the run
+        return None
     if status in ("rejected", "deferred"):
         if probe.http_status:
             return str(probe.http_status)
@@ -418,24 +420,34 @@ def route_summary(report: RunReport) -> str:
     failures = {a.agent_id: a for a in report.attempts if a.outcome != "ok"}
     by_id = {r.agent_id: r for r in report.readiness}
     words: dict[str, int] = {}
+    unanswered = 0
     routes = report.catalog.selected
     for c in routes:
         if c.agent_id in served:
             continue
         probe = by_id.get(c.agent_id) or Probe(agent_id=c.agent_id)
-        word = _fault_word(probe, failures.get(c.agent_id))
+        failure = failures.get(c.agent_id)
+        word = _fault_word(probe, failure)
         if word:
             words[word] = words.get(word, 0) + 1
+        elif failure is None and probe.column == "abandoned":
+            unanswered += 1
     head = "Served by " + ", ".join(md_code(n) for n in names) if names else "No route served"
     if report.probes_sent:
         head += f" after {plural(report.probes_sent, 'probe')}"
     failed = sum(words.values())
+    # a probe not answered yet when the run ended did not fail: it was not needed (yet)
+    pending = (
+        f"; {plural(unanswered, 'probe')} not answered yet when the run finished"
+        if unanswered
+        else ""
+    )
     if not routes:
         return head + "; no route was selected."
     if not failed:
-        return head + f"; {plural(len(routes), 'route')} selected, none failed."
+        return head + f"; {plural(len(routes), 'route')} selected, none failed{pending}."
     how = ", ".join(md_text(w, 40) + (f" ×{k}" if k > 1 else "") for w, k in words.items())
-    return head + f"; {failed} of {plural(len(routes), 'route')} failed — {how}."
+    return head + f"; {failed} of {plural(len(routes), 'route')} failed — {how}{pending}."
 
 
 def _readiness_section(report: RunReport) -> Section:

@@ -78,7 +78,8 @@ def test_the_reviewer_reads_decision_findings_walkthrough_then_one_route_line() 
         "### Findings (1 verified)",
         "**Walkthrough (1 of 2 files)**",
         "- `app/export.py`: New tar export.",
-        "Served by `d/good` after 4 probes; 3 of 4 routes failed — stalled, 429, 404.",
+        "Served by `d/good` after 4 probes; 2 of 4 routes failed — 429, 404; 1 probe not "
+        "answered yet when the run finished.",
         "<details><summary>Routes: selection and readiness</summary>",
     ]
     at = [body.index(s) for s in order]
@@ -238,3 +239,25 @@ def test_many_long_findings_are_fewer_not_a_cut_that_loses_the_routes_and_footer
     )
     highs = [ln for ln in shown if ln.startswith("- **high**")]
     assert len(highs) == 15 and shown[:15] == highs  # every high one, first
+
+
+def test_a_probe_still_waiting_when_another_route_served_did_not_fail() -> None:
+    """Helper audit: a healthy route whose first byte comes at 2 s (probe bound 10 s) was still
+    in flight when a faster route served at 0.1 s; the route line counted it as failed
+    ("2 of 3 routes failed — 404, stalled"). It was not needed, and the line says so."""
+    readiness = [
+        {"agent_id": "a/stall", "status": "rejected", "http_status": 404},
+        {"agent_id": "b/busy", "status": "ready", "http_status": 200},
+        {"agent_id": "c/gone", "status": "abandoned", "detail": "stalled: no byte in 0.1 s"},
+    ]
+    selected = [route("a/stall", 3), route("b/busy", 2), route("c/gone", 1)]
+    served = {"agent_id": "b/busy", "account": "b", "model": "busy"}
+    line = route_summary(
+        RunReport.from_json(
+            report(readiness=readiness, catalog={"selected": selected}, served_by=served)
+        )
+    )
+    assert line == (
+        "Served by `b/busy` after 4 probes; 1 of 3 routes failed — 404; 1 probe not answered "
+        "yet when the run finished."
+    ), line
