@@ -309,3 +309,21 @@ async def test_a_text_file_sent_without_a_patch_makes_the_review_partial():
     assert cut["decision"] == "comment"
     assert cut["partial"].startswith("2 of 3 files change content")
     assert "2 beyond the 3,000 files GitHub lists" in cut["partial"]
+
+
+async def test_the_wait_a_route_asked_for_last_is_the_one_reported():
+    """Helper audit: a route deferred by its probe's 429 was waited out, asked again and got a
+    new 429; the readiness row (and the unavailable comment's "it frees at") kept the probe's
+    older reset time, which had passed before the comment was posted."""
+    import time
+    from datetime import datetime
+
+    started = time.time()
+    models = {"a": {"vendor/x": "stall"}, "b": {"vendor/y": "429@3"}}
+    report = await review_with(models, policy())
+    assert report["decision"] == "unavailable"
+    (busy,) = [r for r in report["readiness"] if r["agent_id"] == "b/vendor/y"]
+    again = [a for a in report["attempts"] if a["agent_id"] == "b/vendor/y"]
+    assert again and again[-1]["outcome"] == "rate_limited"
+    reset = datetime.fromisoformat(busy["reset_at"].replace("Z", "+00:00")).timestamp()
+    assert reset >= started + again[-1]["started_s"] + 3 - 1, (busy, again)

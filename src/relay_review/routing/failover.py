@@ -306,6 +306,14 @@ async def _serve(
             result.stopped = "served"
             break
         board.out.add(entry.agent_id)
+        if outcome.sent and outcome.retry_after is not None:
+            # the latest wait it asked for (the comment's "frees at"), not its probe's older one
+            board.set(
+                entry.agent_id,
+                retry_after=outcome.retry_after,
+                reset_at=outcome.reset_at,
+                finished_at=run.clock(),
+            )
         probe = board.probes[entry.agent_id]
         if entry.agent_id in board.first_up and probe.status is Readiness.UNPROBED:
             # served first, its real request was its probe: the table says what it found
