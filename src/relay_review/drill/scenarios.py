@@ -83,7 +83,8 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario(
             "mixed-deep",
             "the same mix, but the healthy route is 9th in catalog order, beyond the probe "
-            "budget: it is reached only after the probes and one unprobed stall run out",
+            "budget: hedged preflight finds it with the probes at the hedge; eager preflight "
+            "reaches it only after the probes and one unprobed stall run out",
             _swap(
                 _MIXED,
                 ("nim_b", "meta/llama-3.3-70b-instruct"),

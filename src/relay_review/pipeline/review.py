@@ -75,6 +75,14 @@ class Collected:
         return [c.served_by for c in self.chunks if c.served_by]
 
 
+#: Why a chunk's files were not reviewed, by how its serving stopped (a route that ran out at
+#: 30 s of a 600 s run was said to have missed "the deadline").
+NOT_SERVED = {
+    "deadline": "no route could review it before the run's deadline",
+    "exhausted": "no route could review it: every route failed or was ruled out",
+}
+
+
 def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileReport]) -> Collected:
     """Gather every chunk's result; a chunk no route served marks its files skipped and left
     out (in ``files``, in place). Files reused from memory are added by :func:`add_reused`."""
@@ -96,7 +104,7 @@ def collect(plan: ChunkPlan, results: list[ServeResult], files: dict[str, FileRe
                 files[path] = FileReport(
                     path=path,
                     status=ReviewStatus.SKIPPED,
-                    reason=f"no route could review it before the deadline ({result.stopped})",
+                    reason=NOT_SERVED.get(result.stopped, NOT_SERVED["exhausted"]),
                     left_out=True,
                 )
             continue
