@@ -593,6 +593,19 @@ async def test_an_endless_reply_is_cut_off_as_a_bad_reply() -> None:
     assert f"longer than {MAX_CONTENT_CHARS}" in outcome.detail
 
 
+async def call_through(transport: httpx.MockTransport, deadlines: Deadlines) -> Outcome:
+    """One chat call to a provider that ``transport`` plays."""
+    async with httpx.AsyncClient(transport=transport) as client:
+        return await chat_call(
+            client,
+            base_url="http://provider.test/v1",
+            api_key=None,
+            model="m",
+            messages=MESSAGES,
+            deadlines=deadlines,
+        )
+
+
 def _bomb_transport(encoding: str | None, decoded_mib: int) -> httpx.MockTransport:
     """A 200 ``text/event-stream`` whose body is one ``data:`` line that never ends:
     ``decoded_mib`` MiB once decoded (``encoding``: gzip or deflate, a few hundred KB sent)."""
@@ -627,15 +640,9 @@ async def test_a_stream_bomb_is_cut_at_its_decoded_size(encoding: str | None) ->
     transport = _bomb_transport(encoding, decoded_mib=SSE_BODY_MAX // (1 << 20) * 3)
     tracemalloc.start()
     try:
-        async with httpx.AsyncClient(transport=transport) as client:
-            outcome = await chat_call(
-                client,
-                base_url="http://provider.test/v1",
-                api_key=None,
-                model="m",
-                messages=MESSAGES,
-                deadlines=Deadlines(connect=5, first_byte=20, idle=20, attempt=60),
-            )
+        outcome = await call_through(
+            transport, Deadlines(connect=5, first_byte=20, idle=20, attempt=60)
+        )
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()
@@ -666,14 +673,9 @@ async def test_a_timeout_tells_an_unfinished_event_from_keep_alive(
     def handler(request: httpx.Request) -> httpx.Response:
         return httpx.Response(200, headers={"content-type": "text/event-stream"}, content=body())
 
-    async with httpx.AsyncClient(transport=httpx.MockTransport(handler)) as client:
-        outcome = await chat_call(
-            client,
-            base_url="http://provider.test/v1",
-            api_key=None,
-            model="m",
-            messages=MESSAGES,
-            deadlines=Deadlines(connect=5, first_byte=5, idle=5, first_token=0.5, attempt=10),
-        )
+    outcome = await call_through(
+        httpx.MockTransport(handler),
+        Deadlines(connect=5, first_byte=5, idle=5, first_token=0.5, attempt=10),
+    )
     assert (outcome.kind, outcome.phase) == (OutcomeKind.TIMEOUT, Phase.FIRST_TOKEN), outcome
     assert said in outcome.detail, outcome.detail

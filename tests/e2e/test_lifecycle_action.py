@@ -222,19 +222,33 @@ def test_three_pushes_fix_one_finding_and_honour_a_dismissal(
         assert secret not in sent and secret not in kept and secret not in body
 
 
+def first_push(
+    tmp_path: Path,
+    github_mock: MockGitHub,
+    fleet: Any,
+    pushed: list[dict[str, Any]] | None = None,
+    **extra: str,
+) -> tuple[Any, GraphQLMock, dict[str, str], Any]:
+    """Push 1 with inline comments on: the SQL and cursor findings posted as one review, whose
+    threads GitHub then shows. The comments overlay, the GraphQL mock, the inputs and the run."""
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true", **extra}
+    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=pushed or files(QUERY_LINE))
+    assert one.code == 0, one.stdout + one.stderr
+    assert len(reviews_posted(github_mock)) == 1
+    github_creates_threads(gql, github_mock)
+    return overlay, gql, inputs, one
+
+
 def test_a_finding_rated_at_another_severity_is_not_posted_again(
     tmp_path: Path, github_mock: MockGitHub, fleet: Any
 ) -> None:
     """Session-12 audit: the fingerprint holds the severity, and a push whose model rated the
     cursor finding ``high`` instead of ``medium`` posted it again, left the first thread open
     and lost a maintainer's dismissal. The same cited lines are the same finding."""
-    overlay = github_mock.comments_overlay(SHA)
-    gql = github_mock.graphql
-    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
-    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
-    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
-    assert one.code == 0, one.stdout + one.stderr
-    github_creates_threads(gql, github_mock)
+    overlay, gql, inputs, one = first_push(tmp_path, github_mock, fleet)
     _, cursor_thread = gql.all_threads()
 
     def push(name: str, head: str, severity: str, line13: str) -> Any:
@@ -275,15 +289,10 @@ def test_a_finding_rated_at_another_severity_is_not_posted_again(
 def test_unreadable_threads_warn_and_never_repost_what_memory_saw(
     tmp_path: Path, github_mock: MockGitHub, fleet: Any
 ) -> None:
-    overlay = github_mock.comments_overlay(SHA)
-    gql = github_mock.graphql
-    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
-    inputs["inline-min-severity"] = "low"  # the third finding below is low
-    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
-    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
-    assert one.code == 0, one.stdout + one.stderr
-    assert len(reviews_posted(github_mock)) == 1
-    github_creates_threads(gql, github_mock)
+    # the third finding below is low
+    overlay, gql, inputs, _one = first_push(
+        tmp_path, github_mock, fleet, **{"inline-min-severity": "low"}
+    )
 
     # the next push: GitHub's GraphQL answers 502; a third finding appears
     next_push(github_mock, overlay, gql, SHA2)
@@ -367,16 +376,12 @@ def test_threads_past_the_read_cap_are_not_posted_again(
     our review (anyone who can comment can open them) put ours past the cap, and every later
     push posted the same findings again. Read in part, GitHub is not sure: a finding memory
     knows as posted is not posted again, as when the threads cannot be read at all."""
-    overlay = github_mock.comments_overlay(SHA)
-    gql = github_mock.graphql
+    drive_by = ("User", "drive-by")
     for n in range(500):
-        gql.add_thread(REPO, NUMBER, "app/auth.py", 11, f"nit {n}", ("User", "drive-by"), "NONE")
-    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
-    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
-    one = run_in_process(tmp_path / "one", github_mock, inputs, files=shifted(0))
-    assert one.code == 0, one.stdout + one.stderr
-    assert len(reviews_posted(github_mock)) == 1
-    github_creates_threads(gql, github_mock)
+        github_mock.graphql.add_thread(
+            REPO, NUMBER, "app/auth.py", 11, f"nit {n}", drive_by, "NONE"
+        )
+    overlay, gql, inputs, _one = first_push(tmp_path, github_mock, fleet, shifted(0))
 
     next_push(github_mock, overlay, gql, SHA2)  # one line added above both findings
     VERDICT.update(findings=[{**SQL, "line": 12}, {**CURSOR, "line": 13}])
@@ -397,13 +402,7 @@ def test_a_retargeted_base_does_not_mark_a_finding_fixed(
     no longer shows it while the head is the same commit. The thread was answered "fixed in
     `<the same commit>`: the cited lines changed" and resolved, and the story counted 1 fixed:
     nothing changed. At the commit a finding was first seen at, it is still open."""
-    overlay = github_mock.comments_overlay(SHA)
-    gql = github_mock.graphql
-    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": "true"}
-    VERDICT.update(summary="Two problems.", findings=[SQL, CURSOR])
-    one = run_in_process(tmp_path / "one", github_mock, inputs, files=files(QUERY_LINE))
-    assert one.code == 0, one.stdout + one.stderr
-    github_creates_threads(gql, github_mock)
+    overlay, gql, inputs, _one = first_push(tmp_path, github_mock, fleet)
     _, cursor_thread = gql.all_threads()
 
     retargeted = (

@@ -3,7 +3,7 @@ each, ranked in the order given (the real ``build_catalog`` over a discovery rep
 
 from __future__ import annotations
 
-from relay_review.records import CatalogEntry
+from relay_review.records import CatalogEntry, Cost, Route
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
 
@@ -22,3 +22,18 @@ def entries(*models: str) -> list[CatalogEntry]:
         for i, model in enumerate(models)
     ]
     return build_catalog(parse_discovery({"routes": raws}), limit=50).selected
+
+
+def route_entry(
+    account: str, model: str, provider: str = "openai_compatible", *, priority: int = 1
+) -> CatalogEntry:
+    """One free route ``{account}/{model}`` (``provider``), its key in ``{ACCOUNT}_KEY``."""
+    route = Route(
+        index=0,
+        account=account,
+        provider=provider,
+        model=model,
+        agent_id=f"{account}/{model}",
+        api_key_env=f"{account.upper()}_KEY",
+    )
+    return CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=priority)

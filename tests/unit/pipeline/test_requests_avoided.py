@@ -6,25 +6,14 @@ request."""
 
 from __future__ import annotations
 
+from catalog_entries import route_entry as entry
 from relay_review.pipeline.route_memory import Recalled, recall, routes_avoided
-from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+from relay_review.records import Outcome, OutcomeKind
 from relay_review.routing.board import RouteBoard
 from relay_review.state.memory import Memory, RouteMemo
 
 NOW = 1_800_000_000.0
 ENV = {"A_KEY": "sk-a-0123456789", "B_KEY": "sk-b-0123456789"}
-
-
-def entry(account: str, model: str) -> CatalogEntry:
-    route = Route(
-        index=0,
-        account=account,
-        provider="openai_compatible",
-        model=model,
-        agent_id=f"{account}/{model}",
-        api_key_env=f"{account.upper()}_KEY",
-    )
-    return CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)
 
 
 def memo(state: str, outcome: str = "timeout") -> RouteMemo:

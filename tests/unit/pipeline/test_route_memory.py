@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from catalog_entries import route_entry as entry
 from cli_harness import CliRun, run_cli
 from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
@@ -17,7 +18,7 @@ from relay_review.drill.review import drill_reply
 from relay_review.drill.script import TRIGGER
 from relay_review.pipeline.route_memory import classify, recall, remember
 from relay_review.providers.chat.status import classify_http_error
-from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Route
+from relay_review.records import Outcome, OutcomeKind
 from relay_review.routing.board import RouteBoard
 from relay_review.state.memory import Memory, RouteMemo
 
@@ -112,18 +113,6 @@ def test_facts_about_the_route_are_no_content_refusal(status: int, text: str, ki
 
 
 # --- memory (pipeline/route_memory.py) ----------------------------------------------------------
-
-
-def entry(account: str, model: str, provider: str = "openai_compatible") -> CatalogEntry:
-    route = Route(
-        index=0,
-        account=account,
-        provider=provider,
-        model=model,
-        agent_id=f"{account}/{model}",
-        api_key_env=f"{account.upper()}_KEY",
-    )
-    return CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=1)
 
 
 def test_classify_never_makes_a_memo_of_a_content_refusal() -> None:

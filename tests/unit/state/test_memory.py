@@ -12,12 +12,13 @@ from pathlib import Path
 
 import pytest
 
+from catalog_entries import route_entry as entry
 from cli_harness import CliRun, run_cli
 from relay_review.config import MemoryPolicy
 from relay_review.drill import FaultFleet
 from relay_review.drill.review import drill_reply
 from relay_review.pipeline.route_memory import classify, recall, remember
-from relay_review.records import CatalogEntry, Cost, Outcome, OutcomeKind, Readiness, Route
+from relay_review.records import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.state import FileStore, Memory, check_state_url, open_store
 from relay_review.state.memory import (
@@ -33,18 +34,6 @@ from relay_review.state.memory import (
 from relay_review.state.stores import CommentStore, payload_line, payload_of
 
 NOW = 1_800_000_000.0
-
-
-def entry(account: str, model: str, priority: int = 1) -> CatalogEntry:
-    route = Route(
-        index=0,
-        account=account,
-        provider="openai_compatible",
-        model=model,
-        agent_id=f"{account}/{model}",
-        api_key_env=f"{account.upper()}_KEY",
-    )
-    return CatalogEntry(route=route, cost=Cost.FREE, zdr=False, priority=priority)
 
 
 # --- the stores -------------------------------------------------------------------------------
