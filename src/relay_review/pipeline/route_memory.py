@@ -154,9 +154,9 @@ def routes_avoided(
     with a key: the probes of that plan this run did not send. Hedged preflight sends a real
     request or a probe to every route ranked above the one that serves, and at the hedge to
     every route when none serves (a budget > 0): those of them this run sent nothing, memory
-    settled or left unneeded, neither held by the budget nor out for an account this run took
-    out, and one per account for routes its account's memo settled (a blind run would have
-    lost the account on its first route)."""
+    settled or (when one served) left unneeded, neither held by the budget nor out for an
+    account this run took out, and one per account for routes its account's memo settled (a
+    blind run would have lost the account on its first route)."""
     if not recalled.total:
         return 0
     if eager:
@@ -174,7 +174,7 @@ def routes_avoided(
         if e.agent_id not in asked
         and e.agent_id not in board.held
         and e.account not in board.condemned
-        and (e.agent_id in recalled.settled or e.agent_id not in board.out)
+        and (e.agent_id in recalled.settled or (served and e.agent_id not in board.out))
         and api_key_for(e, environ) is not None
     ]
     accounts = {e.account for e in skipped if e.agent_id in recalled.by_account}
