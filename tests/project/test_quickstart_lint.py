@@ -157,3 +157,39 @@ def test_quickstart_keeps_the_trigger_and_the_default_stated() -> None:
     section = " ".join(README.split("## Quick start in your own repository", 1)[1].split())
     section = section.split(" ## ", 1)[0]
     assert "**Outside contributors.**" in section and "`author-associations`" in section
+
+
+def commenters_heard(condition: str) -> set[str]:
+    """The commenter associations a job's ``if:`` lets start a job on ``issue_comment``: the
+    list in ``contains(fromJSON('[...]'), github.event.comment.author_association)`` (empty
+    when the ``if:`` does not check the commenter at all)."""
+    found = re.search(
+        r"contains\(\s*fromJSON\('(\[[^']*\])'\),\s*github\.event\.comment\.author_association\s*\)",
+        condition,
+    )
+    return set(json.loads(found.group(1))) if found else set()
+
+
+@pytest.mark.parametrize("where", ["quickstart", "repository"])
+def test_a_strangers_trigger_comment_starts_no_job(where: str) -> None:
+    """A job a comment starts joins the per-PR concurrency group with ``cancel-in-progress``
+    and cancels the review in progress (job-level concurrency applies once the ``if:`` let the
+    job run); the action then ignores a stranger's ``/relay-review``. So the ``if:`` itself
+    hears the trigger only from associations in ``author-associations`` (the audit found a
+    stranger's comment cancelling a maintainer's review)."""
+    text = (
+        quickstart_block()
+        if where == "quickstart"
+        else (ROOT / ".github" / "workflows" / "relay-review.yml").read_text(encoding="utf-8")
+    )
+    job = yaml.safe_load(text)["jobs"]["review"]
+    assert job["concurrency"]["cancel-in-progress"] is True  # why the `if:` must filter
+    action = yaml.safe_load((ROOT / "action.yml").read_text(encoding="utf-8"))
+    step = next(s for s in job["steps"] if s.get("id") == "review")
+    allowed = step.get("with", {}).get(
+        "author-associations", action["inputs"]["author-associations"]["default"]
+    )
+    heard = commenters_heard(job["if"])
+    assert heard, job["if"]
+    assert heard <= {a.strip() for a in allowed.split(",")}, (heard, allowed)
+    assert not heard & {"NONE", "CONTRIBUTOR", "FIRST_TIME_CONTRIBUTOR", "FIRST_TIMER"}
