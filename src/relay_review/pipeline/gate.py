@@ -77,6 +77,12 @@ def comment_gate(
         raise skip(
             env, f"the comment does not start with {inputs.trigger} (input trigger); ignored"
         )
+    if event.dismisses(inputs.trigger):
+        raise skip(
+            env,
+            f"dismiss (after {inputs.trigger}) works as a reply in a finding's review thread, "
+            "not as a comment on the pull request; ignored, no review and no quota spent",
+        )
     if event.association.upper() not in inputs.author_associations:
         raise skip(
             env,
