@@ -28,9 +28,10 @@ from relay_review.config.layers import (
     parse_toml,
     validate_policy_data,
 )
+from relay_review.config.secrets import secret_values as secret_values  # the action's, here
 from relay_review.errors import UsageError
 from relay_review.github.actions import input_env_name
-from relay_review.state import KEY_ENV, check_state_url, url_secrets
+from relay_review.state import check_state_url
 
 DEFAULT_ASSOCIATIONS = frozenset({"OWNER", "MEMBER", "COLLABORATOR"})
 #: GitHub's ``author_association`` values (webhook and REST schemas).
@@ -356,18 +357,6 @@ def read_action_inputs(env: Mapping[str, str]) -> ActionInputs:
             if raw_input(name, env) is not None:
                 raise UsageError(f"input `{name}` is set but `orchestrator-repo` is not; set both")
     return ActionInputs(**values)
-
-
-def secret_values(env: Mapping[str, str]) -> list[str]:
-    """Values to mask that are known before any policy is read: the token input and every
-    variable whose name contains ``API_KEY`` (the account conventions and common custom names),
-    the password of a ``redis://`` state URL, and the state key."""
-    names = [input_env_name("github-token"), "GITHUB_TOKEN", KEY_ENV]
-    names += [name for name in env if "API_KEY" in name.upper()]
-    values = [env[name] for name in names if env.get(name, "").strip()]
-    for name in (input_env_name("state"), "RELAY_REVIEW_STATE"):  # a redis:// URL's password
-        values += url_secrets(env.get(name, ""))  # as written and decoded, even if refused
-    return values
 
 
 def _show(name: str, raw: str) -> str:

@@ -300,7 +300,9 @@ async def review(
     session = None
     results: list[ServeResult] = []
     if plan.chunks:
-        session = session_for(catalog, policy, environ, chat_fn, started, store=store)
+        session = session_for(
+            catalog, policy, environ, chat_fn, started, store=store, secrets=secrets
+        )
         memory.recall_onto(session)
         results = await serve_chunks(session, plan.chunks, policy, title, body, instructions)
     got = collect(plan, results, files)

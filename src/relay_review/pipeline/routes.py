@@ -11,13 +11,14 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING
 
 import httpx
 
 from relay_review import _tls
 from relay_review.config import Policy, key_conventions
+from relay_review.config.secrets import secret_values
 from relay_review.github import actions
 from relay_review.github.log import say
 from relay_review.pipeline.catalog import catalog_for
@@ -110,9 +111,13 @@ def session_for(
     *,
     wait_for_recalled: bool = True,
     store: Store | None = None,
+    secrets: Iterable[str] = (),
 ) -> RoutingSession:
     """A routing session over the catalog's selection, bounded by the policy, with the quota
-    ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`)."""
+    ledger of ``store`` (shared: Redis) or of this process (see :func:`account_budgets`). No
+    secret of the run goes out in a message: ``secrets``, the catalog's keys and what
+    :func:`~relay_review.config.secrets.secret_values` finds in ``environ`` (the token, every
+    ``*API_KEY*`` variable, the state URL's password and the state key)."""
     _tls.warm()  # begun already when run as a command (relay_review.cli.main); not by callers
     return RoutingSession(
         catalog.selected,
@@ -123,6 +128,11 @@ def session_for(
         started_at=time.monotonic() if started_at is None else started_at,
         wait_for_recalled=wait_for_recalled,
         budgets=account_budgets(policy, store, account_identities(catalog.selected, environ)),
+        secrets=[
+            *secrets,
+            *secret_values(environ),
+            *(environ.get(e.route.api_key_env, "") for e in catalog.selected),
+        ],
     )
 
 

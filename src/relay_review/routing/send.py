@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 from relay_review.records import CatalogEntry, ChatMessage, Deadlines, Outcome, OutcomeKind
+from relay_review.redact import redact
 from relay_review.routing import progress
 from relay_review.routing.budget import AccountBudgets
 
@@ -80,6 +81,16 @@ class RunContext:
     sleep: Callable[[float], Awaitable[Any]] = asyncio.sleep
     key_check: KeyCheckFn | None = None
     budgets: AccountBudgets | None = None
+    #: the run's secrets (keys, token, state password and key): never sent in a message, even
+    #: when the pull request's text or a reply quotes one (a model sees ``***`` in its place)
+    secrets: tuple[str, ...] = ()
+
+
+def without_secrets(messages: list[ChatMessage], secrets: tuple[str, ...]) -> list[ChatMessage]:
+    """``messages`` with every one of ``secrets`` in their contents replaced by ``***``."""
+    if not secrets:
+        return messages
+    return [ChatMessage(role=m["role"], content=redact(m["content"], secrets)) for m in messages]
 
 
 async def send(
@@ -92,7 +103,10 @@ async def send(
     refusal (``sent`` False) and nothing goes out (see :mod:`relay_review.routing.budget`). An
     exception of the budget or the chat call (a bug: both return outcomes) is this route's
     ``bad_reply``. ``on_admitted`` is told when the budget let it go (the hedge clock starts
-    there, not while a slow shared ledger answers)."""
+    there, not while a slow shared ledger answers). No secret of the run goes out in a message
+    (:func:`without_secrets`)."""
+    if "messages" in request:
+        request["messages"] = without_secrets(request["messages"], run.secrets)
     try:
         if run.budgets is not None:
             refused = await run.budgets.admit(entry, run.deadline_at - run.clock())

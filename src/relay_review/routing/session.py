@@ -17,13 +17,14 @@ import asyncio
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 import httpx
 
 from relay_review._tls import context as tls_context
 from relay_review.config import PreflightPolicy, ServingPolicy
 from relay_review.records import Attempt, CatalogEntry, ChatMessage, Outcome, Probe, Readiness
+from relay_review.redact import usable_secrets
 from relay_review.routing import failover, progress
 from relay_review.routing.board import RouteBoard
 from relay_review.routing.budget import AccountBudgets
@@ -64,7 +65,10 @@ class RoutingSession:
         started_at: float | None = None,
         wait_for_recalled: bool = True,
         budgets: AccountBudgets | None = None,
+        secrets: Iterable[str] = (),
     ) -> None:
+        #: never sent in a message (:func:`~relay_review.routing.send.without_secrets`)
+        self.secrets = tuple(usable_secrets(secrets))
         self.wait_for_recalled = wait_for_recalled
         self.budgets = budgets
         self.preflight = preflight
@@ -96,6 +100,7 @@ class RoutingSession:
             clock=self.clock,
             key_check=self.key_check,
             budgets=self.budgets,
+            secrets=self.secrets,
         )
         hedged = self.preflight.mode == "hedged" and self.wait_for_recalled
         if not hedged:  # a remembered first byte only shortens a hedge delay
