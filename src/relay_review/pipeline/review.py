@@ -23,7 +23,13 @@ from relay_review.pipeline.reuse import (
     reused_files,
 )
 from relay_review.pipeline.review_cache import scope_key, unit_key
-from relay_review.pipeline.routes import published_health, quota_report, session_for, spent
+from relay_review.pipeline.routes import (
+    RunSecrets,
+    published_health,
+    quota_report,
+    session_for,
+    spent,
+)
 from relay_review.pipeline.serve import ChunkVerdict, chunk_budget, serve_chunks
 from relay_review.records import (
     Attempt,
@@ -351,7 +357,7 @@ async def review_with_health(
     catalog, health = await published_health(catalog, policy, environ)
     report = await review(index, catalog, policy, environ, **kwargs)
     report.quota = quota_report(health, report.quota)
-    return report
+    return report.scrubbed(RunSecrets.of(catalog, environ))  # a reply may quote a key
 
 
 def with_fingerprints(findings: list[Finding], index: DiffIndex) -> list[Finding]:

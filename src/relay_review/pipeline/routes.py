@@ -25,6 +25,8 @@ from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.memory import RunMemory, account_identities
 from relay_review.providers.health import PublishedHealth, read_health
 from relay_review.records import Account, Catalog, ChatMessage
+from relay_review.records.scrub import scrubbed
+from relay_review.redact import redact, usable_secrets
 from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.catalog import CatalogInputError, rank_by_uptime
 from relay_review.routing.send import ChatFn
@@ -128,12 +130,27 @@ def session_for(
         started_at=time.monotonic() if started_at is None else started_at,
         wait_for_recalled=wait_for_recalled,
         budgets=account_budgets(policy, store, account_identities(catalog.selected, environ)),
-        secrets=[
-            *secrets,
-            *secret_values(environ),
-            *(environ.get(e.route.api_key_env, "") for e in catalog.selected),
-        ],
+        secrets=[*secrets, *RunSecrets.of(catalog, environ).values],
     )
+
+
+class RunSecrets:
+    """A run's secrets as the command line knows them: the catalog's keys and what
+    :func:`~relay_review.config.secrets.secret_values` finds in the environment (the token,
+    every ``*API_KEY*`` variable, the state URL's password and the state key). A report the
+    command line prints is scrubbed of them (:meth:`redact`), as the action's is."""
+
+    def __init__(self, values: Iterable[str]) -> None:
+        self.values = usable_secrets(values)
+
+    @classmethod
+    def of(cls, catalog: Catalog, environ: Mapping[str, str]) -> RunSecrets:
+        keys = (environ.get(e.route.api_key_env, "") for e in catalog.selected)
+        return cls([*secret_values(environ), *keys])
+
+    def redact(self, text: str) -> str:
+        """``text`` with every secret (whole, or cut at a truncation) replaced by ``***``."""
+        return redact(text, self.values)
 
 
 def account_budgets(
@@ -224,7 +241,7 @@ async def chat(
     memory.save(session, policy)
     from relay_review.records import ChatReport  # after the reply: the report's records
 
-    return ChatReport(
+    report = ChatReport(
         time_to_reply_s=time_to_reply if result.served_by else None,  # no reply, no time
         reply=result.reply,
         served_by=result.served_by,
@@ -237,6 +254,7 @@ async def chat(
         memory=memory.report(session.board, environ, policy, served),
         quota=quota_report(health, spent(session)),
     )
+    return scrubbed(report, RunSecrets.of(catalog, environ))  # a reply may quote a key
 
 
 def discover_routes(

@@ -1,6 +1,7 @@
 """No secret of the run is sent to a model, even when the pull request holds one (a committed
 ``.env``): the diff, title and body go out with ``***`` in its place (README, Security notes:
-"Keys go only to their provider's base URL, never into a prompt")."""
+"Keys go only to their provider's base URL, never into a prompt"). And no report the command
+line prints holds one a model wrote back."""
 
 from __future__ import annotations
 
@@ -9,8 +10,10 @@ import json
 import httpx
 
 from relay_review.config import Policy, PreflightPolicy, ServingPolicy
-from relay_review.pipeline.review import review
-from relay_review.records import Deadlines, Outcome, OutcomeKind
+from relay_review.pipeline.review import review, review_with_health
+from relay_review.pipeline.routes import chat
+from relay_review.records import ChatMessage, Deadlines, Outcome, OutcomeKind
+from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
 
@@ -99,3 +102,62 @@ async def test_secrets_in_the_diff_title_and_body_never_reach_a_prompt() -> None
         assert not any(secret in body for body in sent), secret
     assert 'B = \\"***' in sent[0]  # shown redacted, not dropped
     assert report.decision.value != "approve"  # the committed key still keeps approve away
+
+
+def echoing_chat(text: str):
+    """A chat function whose every reply is ``text`` (a model writing secrets back)."""
+
+    async def chat(client: httpx.AsyncClient, **kw: object) -> Outcome:
+        return Outcome(kind=OutcomeKind.OK, content=text, finish_reason="stop")
+
+    return chat
+
+
+#: What no report the command line prints may hold: the serving route's own key is scrubbed
+#: by the chat call, every other secret of the run (another route's key, the state key, the
+#: token, the state URL's password) only by the report's scrub.
+LEAKED = f"quoting {OTHER_KEY} {STATE_KEY} {TOKEN} {REDIS_PASSWORD}"
+
+
+async def test_the_review_command_report_holds_no_secret_a_reply_writes_back() -> None:
+    reply = {
+        "summary": LEAKED,
+        "findings": [
+            {
+                "path": "app/settings.py",
+                "line": 3,
+                "side": "RIGHT",
+                "quote": LINES[1],
+                "severity": "high",
+                "message": LEAKED,
+            }
+        ],
+    }
+    policy = Policy(
+        preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
+        serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
+    )
+    report = await review_with_health(
+        DiffIndex.from_diff(DIFF.encode()),
+        catalog(),
+        policy,
+        ENV,
+        chat_fn=echoing_chat(json.dumps(reply)),
+    )
+    assert report.verdict.summary.startswith("quoting ***")
+    text = json.dumps(report.to_json()) + comment_markdown(report)
+    for secret in SECRETS[:-1]:
+        assert secret not in text, secret
+
+
+async def test_the_chat_command_report_holds_no_secret_a_reply_writes_back() -> None:
+    policy = Policy(
+        preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
+        serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
+    )
+    messages: list[ChatMessage] = [{"role": "user", "content": "hi"}]
+    report = await chat(catalog(), policy, ENV, messages, echoing_chat(LEAKED))
+    assert report.reply and report.reply.startswith("quoting ***")
+    text = json.dumps(report.to_json())
+    for secret in SECRETS[:-1]:
+        assert secret not in text, secret
