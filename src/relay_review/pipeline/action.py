@@ -199,7 +199,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     secrets=run_secrets,
                 )
             )
-        log_review(report)
+        log_review(report, secrets)
     report.quota = quota_report(health, report.quota)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
@@ -337,8 +337,10 @@ def state_store(
     )
 
 
-def log_review(report: RunReport) -> None:
-    """The verdict in the log: counts as workflow text, model texts as untrusted lines."""
+def log_review(report: RunReport, secrets: Secrets) -> None:
+    """The verdict in the log: counts as workflow text, model texts as untrusted lines,
+    scrubbed of the run's secrets (a reply may write back a key the diff holds; the chat call
+    scrubs only its own route's)."""
     v = report.verdict
     say(
         f"decision: {v.decision}; {len(v.findings)} verified, "
@@ -353,7 +355,7 @@ def log_review(report: RunReport) -> None:
         untrusted.append(f"summary: {v.summary}")
     for f in v.findings:
         untrusted.append(f"{f.severity} {f.path}:{f.line} ({f.side}): {f.message}")
-    actions.log_untrusted("\n".join(untrusted))
+    actions.log_untrusted(secrets.redact("\n".join(untrusted)))
 
 
 # --------------------------------------------------------------------------------------------

@@ -19,7 +19,14 @@ from relay_review.github.errors import (
     PolicyRefError,
 )
 from relay_review.github.log import Secrets
-from relay_review.pipeline.action import EXIT_CONFIG, EXIT_FAILED, EXIT_OK, exit_code, failure
+from relay_review.pipeline.action import (
+    EXIT_CONFIG,
+    EXIT_FAILED,
+    EXIT_OK,
+    exit_code,
+    failure,
+    log_review,
+)
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.gate import Stop
 from relay_review.pipeline.routes import build_run_catalog
@@ -70,6 +77,25 @@ def test_a_bug_is_named_and_its_traceback_logged_scrubbed(capsys) -> None:
     out = capsys.readouterr().out.replace("::add-mask::sk-canary-0123456789", "")
     assert "Traceback" in out and "KeyError: '***'" in out
     assert "sk-canary-0123456789" not in out
+
+
+def test_the_verdict_logged_holds_no_secret_a_model_wrote_back(capsys) -> None:
+    """The chat call scrubs a reply of its own route's key only: the summary and findings a
+    model writes back may quote any other secret of the run (a key the diff holds)."""
+    from relay_review.records import Finding, RunReport, Verdict
+
+    leaked = ["ghs_Tk2tCanaryGithubToken0123456789", "Sk5sCanary-state-key-abcdefabcdef"]
+    secrets = Secrets()
+    secrets.add(leaked)
+    finding = Finding(
+        path="a.py", line=1, side="RIGHT", quote="x", severity="high", message=" ".join(leaked)
+    )
+    report = RunReport(verdict=Verdict(summary=f"quoting {leaked[0]}", findings=[finding]))
+    log_review(report, secrets)
+    out = capsys.readouterr().out
+    out = "\n".join(line for line in out.splitlines() if not line.startswith("::add-mask::"))
+    assert "summary: quoting ***" in out and "high a.py:1 (RIGHT): *** ***" in out
+    assert not any(secret in out for secret in leaked)
 
 
 def _free(account: str, model: str, provider: str = "openrouter") -> dict:
