@@ -179,6 +179,21 @@ def test_context_problems_of_many_files_are_one_warning(
     assert run.outputs["decision"] == "request_changes"
 
 
+def test_a_key_in_the_title_is_scrubbed_from_the_log(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
+) -> None:
+    """Audit: the pull request's title was logged as it came (a key pasted into it was hidden
+    only by the runner's mask); no line but the mask itself holds it, nor any prompt."""
+    payload = pr_payload(title=f"rotate {FLEET_KEY} out")
+    policy = policy_toml(fleet, "acme")
+    run = run_in_process(tmp_path, github_mock, {"policy": policy}, payload=payload)
+    assert run.code == 0, run.stdout + run.stderr
+    lines = [ln for ln in run.stdout.splitlines() if not ln.startswith("::add-mask::")]
+    assert "title: rotate *** out" in lines
+    assert not [ln for ln in lines if FLEET_KEY in ln]
+    assert all(FLEET_KEY not in json.dumps(r.body) for r in fleet.chat_requests())
+
+
 # --- /relay-review on issue_comment ------------------------------------------------------------
 
 

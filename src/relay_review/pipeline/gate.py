@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from relay_review.config.inputs import ActionInputs
+from relay_review.config.secrets import secret_values
 from relay_review.github import actions
 from relay_review.github.errors import github_errors
 from relay_review.github.event import (
@@ -26,6 +27,7 @@ from relay_review.github.event import (
 )
 from relay_review.github.log import say
 from relay_review.pipeline.outputs import skipped
+from relay_review.redact import redact, usable_secrets
 
 if TYPE_CHECKING:
     from github import Github
@@ -115,9 +117,9 @@ def open_pull_request(
     """Log the pull request's base, head, title and author (untrusted), and skip it unless it
     is open and, for a draft, drafts are reviewed."""
     say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
-    actions.log_untrusted(
-        f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
-    )
+    shown = f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
+    # a title may hold a key: scrubbed, not only masked by the runner (a helper's audit)
+    actions.log_untrusted(redact(shown, usable_secrets(secret_values(env))))
     if event.state != "open":
         raise skip(env, f"#{event.number} is {event.state}; nothing to review")
     if event.draft and not inputs.review_drafts:
