@@ -156,11 +156,15 @@ def checks_off(url: str) -> bool:
 
 def url_secrets(text: str) -> list[str]:
     """Whatever in a ``redis://``/``rediss://`` text may be its password, as written and
-    decoded (to mask like a key), even when the URL is refused; [] for other texts."""
+    decoded (to mask like a key), even when the URL is refused: the part after ``user:``, or a
+    lone ``word@`` (a password written without its colon); [] for other texts."""
     url = text.strip()
     scheme = _SCHEME.match(url)
     if scheme is None or scheme.group(1).lower() not in ("redis", "rediss"):
         return []
     user, at, _ = url[scheme.end() :].rpartition("@")
-    password = user.partition(":")[2] if at else ""
+    name, colon, password = user.partition(":")
+    if at and not colon:  # ``redis://word@host``: redis-py's user name, often a password meant
+        password = name
+    password = password if at else ""
     return list(dict.fromkeys(p for p in (password, unquote(password)) if p))
