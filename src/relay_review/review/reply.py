@@ -130,6 +130,10 @@ class Extracted(NamedTuple):
 
     obj: dict[str, Any]
     cut: bool
+    #: The model's other complete reply objects outside thinking (a draft and its correction):
+    #: their findings are read too, so a finding the model wrote is never lost to an earlier
+    #: object that has none (each one is still checked against the diff).
+    more: tuple[dict[str, Any], ...] = ()
 
 
 def _candidates(text: str) -> Iterable[tuple[dict[str, Any], bool]]:
@@ -185,7 +189,8 @@ def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Ex
 
     Outside thinking blocks the first reply-shaped object wins (a complete one before a cut
     one), except that one ``quoted`` from the pull request (the model citing a planted verdict)
-    yields to a later one that is not; only when there is none, the *last* one inside the
+    yields to a later one that is not; the model's other complete objects come back in
+    ``more`` (their findings count too); only when there is none, the *last* one inside the
     thinking (a draft there never beats the answer). Raises :class:`VerdictParseError` when
     there is none.
     """
@@ -194,7 +199,8 @@ def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Ex
     complete = [obj for obj, done in found if done]
     if complete:
         own = [obj for obj in complete if not (quoted and quoted(obj))]
-        return Extracted((own or complete)[0], False)
+        chosen = (own or complete)[0]
+        return Extracted(chosen, False, tuple(obj for obj in own if obj is not chosen))
     if found:
         return Extracted(found[0][0], True)
     drafts = list(_candidates(inside)) if inside.strip() else []
@@ -308,8 +314,12 @@ def parse_reply_parts(text: str, quoted: Callable[[dict], bool] | None = None) -
         raise VerdictParseError("empty reply")
     if len(text) > MAX_REPLY_CHARS:
         raise VerdictParseError(f"reply of {len(text)} characters exceeds {MAX_REPLY_CHARS}")
-    obj, cut = extract_reply(text, quoted)
+    obj, cut, more = extract_reply(text, quoted)
     raw_findings = obj.get("findings")
+    extra = [f for o in more if isinstance(o.get("findings"), list) for f in o["findings"]]
+    if extra and (raw_findings is None or isinstance(raw_findings, list)):
+        # a later object's findings (a correction) are the model's words too
+        raw_findings = [*(raw_findings if isinstance(raw_findings, list) else []), *extra]
     raw_files = obj.get("files")
     head = {k: v for k, v in obj.items() if k not in ("findings", "files")}
     try:

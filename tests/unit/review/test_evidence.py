@@ -624,3 +624,11 @@ def test_a_looping_summary_is_junk() -> None:
     )
     parsed = parse_reply_parts(json.dumps({"summary": loop, "findings": []}))
     assert "repeats itself" in (evidence_problem(parsed, CHUNK.paths) or "")
+
+
+async def test_a_correction_after_a_clean_draft_is_not_approved() -> None:
+    """Two objects in one reply: a clean draft first, then the finding: it counts."""
+    clean = json.dumps({"summary": "Looks good to me, nothing to flag.", "findings": []})
+    chat = Scripted(lambda _b: ok(f"{clean}\n\nWait, correction:\n{GOOD}"))
+    report = await run(chat, policy())
+    assert report["decision"] == "request_changes" and len(report["findings"]) == 1

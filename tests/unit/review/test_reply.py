@@ -89,6 +89,18 @@ def test_thinking_never_beats_the_answer_closed_or_not() -> None:
     assert split_thinking("a<think>b</think>c<think>d") == ("ac", "b\nd")
 
 
+def test_a_later_objects_findings_are_read_too() -> None:
+    """A draft that flags nothing and a correction that flags the injection (or the other way
+    round): the model's finding is never lost to the other object."""
+    clean = json.dumps({"summary": "Looks good to me, nothing to flag.", "findings": []})
+    final = json.dumps(BASE)
+    for text in (f"{clean}\nWait, correction:\n{final}", f"{final}\n{clean}"):
+        p = parsed(text)
+        assert len(p.reply.findings) == 1, text
+        verified, rejected = validate_parts(p, CHUNK.index)
+        assert len(verified) == 1 and not rejected
+
+
 def test_a_cut_reply_keeps_its_complete_findings_and_says_so() -> None:
     full = json.dumps({**BASE, "findings": [good_finding(), good_finding()]})
     cut_at = full.rindex('"message"')  # inside the second finding
