@@ -190,6 +190,10 @@ class ReviewPolicy(_Section):
         "a whole number >= 256 (most diff tokens in one request; default: fit the context)",
         ge=256,
     )
+    #: Repair requests one chunk may cost over all the routes it is asked on (failover included).
+    repair_rounds: int = _opt(
+        1, "a whole number from 0 to 10 (repair requests one chunk may cost)", ge=0, le=10
+    )
     concurrency: int = _opt(3, "a whole number from 1 to 16 (chunks reviewed at once)", ge=1, le=16)
     max_chunks: int = _opt(20, "a whole number >= 1 (more chunks are listed as not reviewed)", ge=1)
     allow_approve: bool = _opt(True, "true or false (false: no findings gives 'comment')")

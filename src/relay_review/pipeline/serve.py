@@ -135,6 +135,9 @@ class ChunkAsk:
     echoes: Echoes
     #: Repair-round attempts, accepted or not (the report lists every attempt).
     repairs: list[Attempt] = field(default_factory=list)
+    #: Repair requests asked for this chunk so far, over all its routes (at most
+    #: ``review.repair_rounds``; counted before the request is sent).
+    repairs_asked: int = 0
 
     def body(self, entry: CatalogEntry) -> dict:
         return self.forms.body(entry, self.schema)
@@ -149,13 +152,21 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
     Parse tolerantly (a malformed reply gets one repair round); refuse a reply whose summary is
     junk or whose notes name a file not in the chunk, and one whose findings were all invented
     (none points at shown code); one repair round for rejected findings, and a failed repair is
-    a refusal. Refused replies are ``bad_reply`` for the route: failover goes on.
+    a refusal. Refused replies are ``bad_reply`` for the route: failover goes on. A chunk gets
+    at most ``review.repair_rounds`` repair requests over all its routes; past that, a malformed
+    reply is refused and rejected findings stay unverified without one.
     """
     chunk, prompt = ask.chunk, ask.prompt
     max_tokens = policy.review.max_output_tokens
     quoted = ask.echoes.copies_reply
 
+    rounds = policy.review.repair_rounds
+
+    def can_repair() -> bool:
+        return ask.repairs_asked < rounds
+
     async def repair(entry: CatalogEntry, messages: list[ChatMessage]) -> tuple[Outcome, Attempt]:
+        ask.repairs_asked += 1
         outcome, attempt = await session.call(
             entry, messages, max_tokens=max_tokens, extra_body=ask.body(entry)
         )
@@ -168,6 +179,8 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
         try:
             parsed = parse_reply_parts(content, quoted)
         except VerdictParseError as exc:
+            if not can_repair():
+                return False, None, f"malformed verdict: {exc}; {no_round_left(rounds)}"
             again, _ = await repair(entry, malformed_repair_messages(prompt, content, str(exc)))
             if not again.ok:
                 return False, None, f"malformed verdict: {exc}; repair round failed"
@@ -187,7 +200,7 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
             cut=parsed.cut,
             notes=list(parsed.reply.files),
         )
-        if not rejected or repaired_once:
+        if not rejected or repaired_once or not can_repair():
             return True, verdict, ""
         messages = repair_messages(prompt, content, rejected, max_findings=ask.max_findings)
         again, _ = await repair(entry, messages)
@@ -217,6 +230,11 @@ def make_accept(session: RoutingSession, ask: ChunkAsk, policy: Policy) -> Accep
         return True, verdict, ""
 
     return accept
+
+
+def no_round_left(rounds: int) -> str:
+    """Why a reply got no repair round: the chunk used its ``review.repair_rounds``."""
+    return f"no repair round left for this chunk (review.repair_rounds = {rounds})"
 
 
 def refusal(parsed: ParsedReply, chunk: Chunk, max_findings: int, echoes: Echoes) -> str:

@@ -632,3 +632,36 @@ async def test_a_correction_after_a_clean_draft_is_not_approved() -> None:
     chat = Scripted(lambda _b: ok(f"{clean}\n\nWait, correction:\n{GOOD}"))
     report = await run(chat, policy())
     assert report["decision"] == "request_changes" and len(report["findings"]) == 1
+
+
+@pytest.mark.parametrize("rounds", [0, 1, 2])
+async def test_repair_requests_per_chunk_are_bounded_over_all_routes(rounds: int) -> None:
+    """Six routes that all answer a refusal: the chunk costs one request per route plus at most
+    ``review.repair_rounds`` repair requests, not one repair per route."""
+    chat = Scripted(lambda _b: ok("I can't help with that."))
+    entries = [
+        {
+            "agent_id": f"local{i}/gemma",
+            "account": f"local{i}",
+            "provider": "openai_compatible",
+            "model": "gemma",
+            "base_url": f"http://127.0.0.1:9/v{i}",
+            "api_key_env": "LOCAL_KEY",
+            "prompt_price_per_1k": 0.0,
+            "completion_price_per_1k": 0.0,
+        }
+        for i in range(6)
+    ]
+    catalog = build_catalog(parse_discovery({"routes": entries}))
+    pol = policy()
+    pol = pol.model_copy(
+        update={
+            "preflight": PreflightPolicy(probe_budget=0),
+            "review": pol.review.model_copy(update={"repair_rounds": rounds}),
+        }
+    )
+    report = await run(chat, pol, catalog)
+    assert report["decision"] == "unavailable"
+    purposes = [a["purpose"] for a in report["attempts"]]
+    assert purposes.count("serve") == 6 and purposes.count("repair") == rounds
+    assert len(chat.bodies) == 6 + rounds
