@@ -24,13 +24,19 @@ def validate(
     """Split the reply's findings into (verified, rejected-with-reason), in reply order.
 
     Validate a chunk's reply against ``chunk.index`` so only lines shown to the model count.
-    Findings past ``max_findings`` are rejected unchecked ("over the limit"). A verified
+    Findings past ``max_findings`` are rejected unchecked ("over the limit"); a finding repeated
+    word for word in one reply is taken once and does not count toward that limit. A verified
     finding's suggestion that does not apply to its lines is dropped (:func:`with_suggestion`).
     """
     verified: list[Finding] = []
     rejected: list[Rejection] = []
+    seen: set[str] = set()
     for position, finding in enumerate(reply.findings, start=1):
-        if position > max_findings:
+        said = finding.model_dump_json()
+        if said in seen:  # the same finding again, word for word: said once, not capped
+            continue
+        seen.add(said)
+        if len(seen) > max_findings:
             reason = f"over the limit of {max_findings} findings per reply"
             rejected.append(Rejection(finding, reason, position, over_limit=True))
             continue

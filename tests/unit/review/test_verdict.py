@@ -225,11 +225,20 @@ def test_renamed_old_path_is_redirected() -> None:
 
 
 def test_findings_over_the_cap_are_rejected(index: DiffIndex) -> None:
-    reply = ModelReply(findings=[finding()] * 5)
+    reply = ModelReply(findings=[finding(message=f"note {i}") for i in range(5)])
     verified, rejected = validate(reply, index, max_findings=3)
     assert len(verified) == 3
     assert [r.position for r in rejected] == [4, 5]
     assert all(r.reason == "over the limit of 3 findings per reply" for r in rejected)
+
+
+def test_a_finding_repeated_word_for_word_is_taken_once_and_not_capped(index: DiffIndex) -> None:
+    """A model that writes the same finding 30 times: one finding, nothing over the cap (the
+    copies would be listed as unverified, make the review partial and cost a repair round)."""
+    reply = ModelReply(findings=[finding()] * 30 + [finding(message="another note")])
+    verified, rejected = validate(reply, index, max_findings=3)
+    assert [f.message for f in verified] == ["version bump without changelog", "another note"]
+    assert rejected == []
 
 
 def test_chunk_index_only_accepts_lines_shown_in_that_chunk() -> None:
