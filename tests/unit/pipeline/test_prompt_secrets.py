@@ -12,7 +12,7 @@ import httpx
 from relay_review.config import Policy, PreflightPolicy, ServingPolicy
 from relay_review.pipeline.review import review, review_with_health
 from relay_review.pipeline.routes import chat
-from relay_review.records import ChatMessage, Deadlines, Outcome, OutcomeKind
+from relay_review.records import ChatMessage, Outcome, OutcomeKind
 from relay_review.render import comment_markdown
 from relay_review.review.diff import DiffIndex
 from relay_review.routing.catalog import build_catalog, parse_discovery
@@ -52,19 +52,17 @@ def catalog():
     return build_catalog(parse_discovery({"routes": [route]}))
 
 
+#: One route, no probe, short bounds: one request per review.
+POLICY = Policy(
+    preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
+    serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
+)
+
+
 async def test_secrets_in_the_diff_title_and_body_never_reach_a_prompt() -> None:
     sent: list[str] = []
 
-    async def chat(
-        client: httpx.AsyncClient,
-        *,
-        base_url: str,
-        api_key: str | None,
-        model: str,
-        messages: list[dict],
-        deadlines: Deadlines,
-        **kw: object,
-    ) -> Outcome:
+    async def chat(client: httpx.AsyncClient, *, messages: list[dict], **kw: object) -> Outcome:
         sent.append(json.dumps(messages))
         # the model flags the committed key, quoting the line as it was shown
         shown = next(line for line in LINES if line.startswith("B = "))
@@ -83,14 +81,10 @@ async def test_secrets_in_the_diff_title_and_body_never_reach_a_prompt() -> None
         }
         return Outcome(kind=OutcomeKind.OK, content=json.dumps(reply), finish_reason="stop")
 
-    policy = Policy(
-        preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
-        serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
-    )
     report = await review(
         DiffIndex.from_diff(DIFF.encode()),
         catalog(),
-        policy,
+        POLICY,
         ENV,
         title=f"add settings {OTHER_KEY}",
         body=f"token {TOKEN}, state key {STATE_KEY}",
@@ -133,14 +127,10 @@ async def test_the_review_command_report_holds_no_secret_a_reply_writes_back() -
             }
         ],
     }
-    policy = Policy(
-        preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
-        serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
-    )
     report = await review_with_health(
         DiffIndex.from_diff(DIFF.encode()),
         catalog(),
-        policy,
+        POLICY,
         ENV,
         chat_fn=echoing_chat(json.dumps(reply)),
     )
@@ -151,12 +141,8 @@ async def test_the_review_command_report_holds_no_secret_a_reply_writes_back() -
 
 
 async def test_the_chat_command_report_holds_no_secret_a_reply_writes_back() -> None:
-    policy = Policy(
-        preflight=PreflightPolicy(probe_budget=0, probe_timeout=1.0),
-        serving=ServingPolicy(first_byte=2.0, idle=2.0, attempt=5.0, deadline=15.0),
-    )
     messages: list[ChatMessage] = [{"role": "user", "content": "hi"}]
-    report = await chat(catalog(), policy, ENV, messages, echoing_chat(LEAKED))
+    report = await chat(catalog(), POLICY, ENV, messages, echoing_chat(LEAKED))
     assert report.reply and report.reply.startswith("quoting ***")
     text = json.dumps(report.to_json())
     for secret in SECRETS[:-1]:
