@@ -169,6 +169,13 @@ def _candidates(text: str) -> Iterable[tuple[dict[str, Any], bool]]:
 def split_thinking(text: str) -> tuple[str, str]:
     """``(outside, inside)`` of ``<think>``/``<thinking>`` blocks in one linear pass: closed
     blocks move inside; an unclosed tag and everything after it are inside."""
+    outside, inside, _ = _split_thinking(text)
+    return outside, inside
+
+
+def _split_thinking(text: str) -> tuple[str, str, bool]:
+    """:func:`split_thinking`, and whether the last block was left unclosed (the text ended
+    while the model was still thinking)."""
     outside: list[str] = []
     inside: list[str] = []
     pos = 0
@@ -177,11 +184,11 @@ def split_thinking(text: str) -> tuple[str, str]:
         end = _THINK_CLOSE.search(text, start.end())
         if end is None:
             inside.append(text[start.end() :])
-            return "".join(outside), "\n".join(inside)
+            return "".join(outside), "\n".join(inside), True
         inside.append(text[start.end() : end.start()])
         pos = end.end()
     outside.append(text[pos:])
-    return "".join(outside), "\n".join(inside)
+    return "".join(outside), "\n".join(inside), False
 
 
 def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Extracted:
@@ -191,10 +198,11 @@ def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Ex
     one), except that one ``quoted`` from the pull request (the model citing a planted verdict)
     yields to a later one that is not; the model's other complete objects come back in
     ``more`` (their findings count too); only when there is none, the *last* one inside the
-    thinking (a draft there never beats the answer). Raises :class:`VerdictParseError` when
-    there is none.
+    thinking (a draft there never beats the answer), and it counts as cut when the thinking
+    was never closed (an unfinished thought is no finished answer: partial, never approve).
+    Raises :class:`VerdictParseError` when there is none.
     """
-    outside, inside = split_thinking(text)
+    outside, inside, unclosed = _split_thinking(text)
     found = list(_candidates(outside))
     complete = [obj for obj, done in found if done]
     if complete:
@@ -206,7 +214,7 @@ def extract_reply(text: str, quoted: Callable[[dict], bool] | None = None) -> Ex
     drafts = list(_candidates(inside)) if inside.strip() else []
     done = [obj for obj, ok in drafts if ok]
     if done:
-        return Extracted(done[-1], False)
+        return Extracted(done[-1], unclosed)
     if drafts:
         return Extracted(drafts[-1][0], True)
     if "{" in outside or "{" in inside:

@@ -83,9 +83,12 @@ def test_thinking_never_beats_the_answer_closed_or_not() -> None:
     final = json.dumps(BASE)
     assert parsed(f"<think>{draft}</think>{final}").reply.summary == BASE["summary"]
     assert parsed(f"{final}<think>{draft}").reply.summary == BASE["summary"]  # unclosed after
-    # an unclosed tag with nothing outside: the last object inside it is the answer
+    # an unclosed tag with nothing outside: the last object inside it is the answer, cut (an
+    # unfinished thought: partial, never approve; a helper's audit); closed, it is not cut
     text = f"<thinking>first {draft} then {final}"
-    assert parsed(text).reply.summary == BASE["summary"]
+    assert parsed(text).reply.summary == BASE["summary"] and parsed(text).cut
+    assert not parsed(f"<think>first {draft} then {final}</think>").cut
+    assert not parsed(f"<think>x</think>{final}").cut
     assert split_thinking("a<think>b</think>c<think>d") == ("ac", "b\nd")
 
 
