@@ -135,11 +135,14 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: inputs"):
         inputs = read_action_inputs(env)
         say(f"relay-review {__version__}; inputs read and validated")
-    asked = event_stage(env, inputs)
+    asked = event_stage(env, inputs, secrets)
     token = inputs.github_token.get_secret_value()
     api_url = env.get("GITHUB_API_URL") or DEFAULT_API_URL
     gh = make_github(token, api_url)  # the policy may come from GitHub: default bounds first
-    event = asked if isinstance(asked, PullRequestEvent) else commented_pull(gh, env, inputs, asked)
+    if isinstance(asked, PullRequestEvent):
+        event = asked
+    else:
+        event = commented_pull(gh, env, inputs, asked, secrets)
     with actions.group("relay-review: policy"):
         commit = trusted_commit(gh, event, env)  # the default branch's: never the PR's base
         policy, origin = resolve_policy(gh, inputs, event, commit)

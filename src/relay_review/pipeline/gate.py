@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from relay_review.config.inputs import ActionInputs
-from relay_review.config.secrets import secret_values
 from relay_review.github import actions
 from relay_review.github.errors import github_errors
 from relay_review.github.event import (
@@ -25,9 +24,8 @@ from relay_review.github.event import (
     event_for_comment,
     load_event,
 )
-from relay_review.github.log import say
+from relay_review.github.log import Secrets, say
 from relay_review.pipeline.outputs import skipped
-from relay_review.redact import redact, usable_secrets
 
 if TYPE_CHECKING:
     from github import Github
@@ -43,7 +41,9 @@ class Stop(Exception):
         self.code = code
 
 
-def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEvent | CommentCommand:
+def event_stage(
+    env: Mapping[str, str], inputs: ActionInputs, secrets: Secrets
+) -> PullRequestEvent | CommentCommand:
     with actions.group("relay-review: event"):
         event = load_event(env)
         if isinstance(event, NotPullRequestEvent):
@@ -51,7 +51,7 @@ def event_stage(env: Mapping[str, str], inputs: ActionInputs) -> PullRequestEven
         if isinstance(event, CommentCommand):
             return comment_gate(env, inputs, event)
         say(f"{event.event_name} ({event.action}) on {event.repo_full_name}#{event.number}")
-        open_pull_request(env, inputs, event)
+        open_pull_request(env, inputs, event, secrets)
         if event.author_association.upper() not in inputs.author_associations:
             raise skip(
                 env,
@@ -97,7 +97,11 @@ def comment_gate(
 
 
 def commented_pull(
-    gh: Github, env: Mapping[str, str], inputs: ActionInputs, asked: CommentCommand
+    gh: Github,
+    env: Mapping[str, str],
+    inputs: ActionInputs,
+    asked: CommentCommand,
+    secrets: Secrets,
 ) -> PullRequestEvent:
     """The pull request a trigger comment asks to review, fetched through the API at its
     current head (state and drafts gated like a pull request event; the commenter's
@@ -107,19 +111,19 @@ def commented_pull(
         with github_errors(f"cannot read the pull request {where}"):
             raw = gh.get_repo(asked.repo_full_name).get_pull(asked.number).raw_data
         event = event_for_comment(asked, raw)
-        open_pull_request(env, inputs, event)
+        open_pull_request(env, inputs, event, secrets)
         return event
 
 
 def open_pull_request(
-    env: Mapping[str, str], inputs: ActionInputs, event: PullRequestEvent
+    env: Mapping[str, str], inputs: ActionInputs, event: PullRequestEvent, secrets: Secrets
 ) -> None:
     """Log the pull request's base, head, title and author (untrusted), and skip it unless it
     is open and, for a draft, drafts are reviewed."""
     say(f"base {event.base_sha} ({event.base_ref}), head {event.head_sha}")
     shown = f"title: {event.title}\nauthor: {event.user_login} ({event.author_association})"
     # a title may hold a key: scrubbed, not only masked by the runner (a helper's audit)
-    actions.log_untrusted(redact(shown, usable_secrets(secret_values(env))))
+    actions.log_untrusted(secrets.redact(shown))
     if event.state != "open":
         raise skip(env, f"#{event.number} is {event.state}; nothing to review")
     if event.draft and not inputs.review_drafts:
