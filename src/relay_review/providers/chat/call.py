@@ -19,6 +19,7 @@ from typing import Any
 import httpx
 from httpx_sse import EventSource
 
+from relay_review.providers.body import read_capped
 from relay_review.providers.chat.status import (
     DETAIL_MAX,
     classify_http_error,
@@ -263,23 +264,12 @@ class _Call:
         )
         status = response.status_code
         if not 200 <= status < 300:
-            await self._read_capped(watched, ERROR_BODY_MAX, self.error_body)
+            await read_capped(watched, ERROR_BODY_MAX, self.error_body)
             return self._error_outcome(bytes(self.error_body))
         content_type = _content_type(response)
         if content_type == "text/event-stream":
             return await self._read_sse(watched)
         return await self._read_plain(watched, content_type)
-
-    async def _read_capped(self, response: httpx.Response, cap: int, into: bytearray) -> bool:
-        """Read the body into ``into`` up to ``cap`` bytes; False when it was longer."""
-        # httpx types aiter_bytes() as an AsyncIterator; it is an async generator (has aclose)
-        async with contextlib.aclosing(response.aiter_bytes()) as chunks:  # type: ignore[type-var]
-            async for chunk in chunks:
-                room = cap - len(into)
-                into += chunk[:room]
-                if len(chunk) > room:
-                    return False
-        return True
 
     async def _read_sse(self, response: httpx.Response) -> Outcome:
         try:
@@ -326,7 +316,7 @@ class _Call:
     async def _read_plain(self, response: httpx.Response, content_type: str) -> Outcome:
         """A server that ignored ``stream: true`` and sent one JSON completion."""
         raw = bytearray()
-        if not await self._read_capped(response, JSON_BODY_MAX, raw):
+        if not await read_capped(response, JSON_BODY_MAX, raw):
             return self._bad_reply(f"reply larger than {JSON_BODY_MAX} bytes")
         text = raw.decode("utf-8", "replace").strip()
         if not text:

@@ -18,6 +18,7 @@ from typing import Any
 import httpx
 
 from relay_review.kinds import ACCOUNT_ID_PLACEHOLDER, KINDS, account_url_env
+from relay_review.providers.body import read_capped
 from relay_review.providers.discovery.prices import number
 from relay_review.providers.discovery.text import clip
 from relay_review.records import Account
@@ -85,11 +86,8 @@ async def _get_capped(
     (reading stops there)."""
     async with client.stream("GET", url, headers=dict(headers or {})) as response:
         body = bytearray()
-        async for chunk in response.aiter_bytes():
-            body += chunk
-            if len(body) > cap:
-                return response, None
-        return response, bytes(body)
+        whole = await read_capped(response, cap, body)
+        return response, bytes(body) if whole else None
 
 
 async def list_models(
