@@ -193,3 +193,40 @@ def test_a_route_remembered_at_50_ms_is_hedged_after_the_factor_times_that_not_t
     # the factor x the remembered first byte (at least the floor), under the 3 s bound (which
     # would give >= 3 s)
     assert 0.1 <= gap < min(HEDGE_FACTOR * memo["first_byte_s"] + 1.0, 2.9), gap
+
+
+def _lead(behaviour: str) -> Scenario:
+    """The healthy-last mix with the best-ranked route doing ``behaviour``."""
+    scenario = mix(LAST)
+    accounts = {name: dict(models) for name, models in scenario.accounts.items()}
+    accounts[FIRST[0]][FIRST[1]] = behaviour
+    return Scenario("lead", f"best route: {behaviour}", accounts, HEALTHY)
+
+
+def test_a_lead_that_only_sends_keepalives_is_hedged_like_a_silent_one(tmp_path: Path) -> None:
+    """LiteLLM's ``: ping`` (OpenRouter's ``: OPENROUTER PROCESSING`` alike) is sent while the
+    model has not started: bytes, not an answer. The lead that sends only those is hedged after
+    the hedge delay, as a silent one is, and a ready route takes over; it held the request for
+    the 60 s first-token bound (time to reply 63.9 s at the default policy, 4.4 s now)."""
+    scenario = _lead("pings@0,gap=0.1")
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    healthy, first = "/".join(LAST), "/".join(FIRST)
+    assert report["served_by"]["agent_id"] == healthy
+    lead = sent[0]
+    assert route(lead) == first and lead.max_tokens != PROBE_TOKENS
+    probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
+    assert probes and min(r.at for r in probes) - lead.at < 2.0  # the 0.5 s delay, loaded
+    attempts = {a["agent_id"]: a for a in report["attempts"]}
+    assert attempts[first]["outcome"] == "cancelled"
+    assert attempts[first]["detail"].startswith("no answer after ")
+    assert report["time_to_reply_s"] < 8.0
+
+
+def test_keepalives_before_a_prompt_answer_do_not_cost_a_probe(tmp_path: Path) -> None:
+    """OpenRouter's comments, then the answer within the hedge delay: one request, no probe."""
+    scenario = _lead("keepalive@0.05,n=2")
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    assert report["served_by"]["agent_id"] == "/".join(FIRST)
+    assert len(sent) == 1 and report["probes_sent"] == 0

@@ -103,13 +103,13 @@ class PreflightPolicy(_Section):
     """``[preflight]``: how many routes are probed before serving, and how long a probe may take.
 
     ``mode``: ``hedged`` (the real request goes first to the best-ranked route, its own probe;
-    the other routes are probed only when it has not produced a first byte within the hedge
-    delay, or failed: then every other route with a key once, whatever ``probe_budget`` is,
-    unless it is 0, which means no probes) or ``eager`` (up to ``probe_budget`` routes probed
-    before anything serves; the ``preflight`` command probes so in either mode). The hedge
-    delay is a multiple of the first byte route memory remembers of the route (with a floor),
-    never more than ``hedge_delay_max``, which is also the delay when memory knows none
-    (:func:`relay_review.routing.board.hedge_delay`).
+    the other routes are probed only when it has not produced a first byte of its answer (not a
+    keep-alive comment) within the hedge delay, or failed: then every other route with a key
+    once, whatever ``probe_budget`` is, unless it is 0, which means no probes) or ``eager`` (up
+    to ``probe_budget`` routes probed before anything serves; the ``preflight`` command probes
+    so in either mode). The hedge delay is a multiple of the first byte route memory remembers
+    of the route (with a floor), never more than ``hedge_delay_max``, which is also the delay
+    when memory knows none (:func:`relay_review.routing.board.hedge_delay`).
     """
 
     probe_budget: int = _opt(6, "a whole number >= 0", ge=0)

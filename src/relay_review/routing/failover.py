@@ -399,7 +399,8 @@ def _cancelled(
 ) -> Attempt:
     """Record the loser of a takeover: out for the run, its attempt ``cancelled``."""
     elapsed = round(run.clock() - started, 3)
-    detail = f"no first byte after {elapsed:g}s; {taker.agent_id} was found ready and took over"
+    # no byte at all, or keep-alive comments only (the hedge signal is the answer's first byte)
+    detail = f"no answer after {elapsed:g}s; {taker.agent_id} was found ready and took over"
     board.out.add(entry.agent_id)
     probe = board.probes[entry.agent_id]
     if probe.status is Readiness.UNPROBED:
@@ -438,7 +439,8 @@ async def attempt_on(
     on_admitted: Callable[[], None] | None = None,
 ) -> tuple[bool, Outcome, Attempt, Any]:
     """One request on one route (no switching), its reply check, and its log line;
-    ``on_first_byte`` is told when the reply's first byte arrives (hedged routing)."""
+    ``on_first_byte`` is told when the reply's first byte arrives, keep-alive comments not
+    counted (hedged routing; see :func:`relay_review.providers.chat.call.chat_call`)."""
     clock = run.clock
     started = clock()
     remaining = run.deadline_at - started

@@ -71,8 +71,11 @@ async def chat_call(
     ``extra_body`` is merged into the request body (provider routing, temperature, ...) but
     cannot override ``model``, ``messages`` or ``stream``. The ``Authorization: Bearer`` header
     is sent only when ``api_key`` is given; the key never appears in the returned Outcome.
-    ``on_first_byte`` is called once, when the first body byte arrives (hedged routing's signal
-    that the route answers).
+    ``on_first_byte`` is called once, when the reply's first byte that is not a keep-alive
+    arrives (hedged routing's signal that the route answers): for a stream, the first line
+    that is not an SSE comment (OpenRouter's ``: OPENROUTER PROCESSING`` and LiteLLM's
+    ``: ping`` are sent while the model has not started, so they do not hold the hedge back);
+    for any other body (an error, one JSON completion), its first byte.
     """
     body: dict[str, Any] = dict(extra_body or {})
     if max_tokens is not None:
@@ -139,6 +142,8 @@ class _Call:
         self.bytes_seen = 0
         #: a decoded stream line that is not an SSE comment arrived (see :meth:`on_decoded`)
         self.data_seen = False
+        #: the reply is a 2xx stream, whose first bytes may be keep-alive comments
+        self.streaming = False
         self._line_start = True
         self.error_body = bytearray()
         self.stream = StreamState()
@@ -156,6 +161,9 @@ class _Call:
         self.headers_at = time.monotonic()
         self.status = response.status_code
         self.headers = response.headers
+        self.streaming = (
+            200 <= response.status_code < 300 and _content_type(response) == "text/event-stream"
+        )
         if not 200 <= response.status_code < 300:
             # The status is known: the error body is read under the idle bound.
             self._arm(Phase.IDLE)
@@ -178,8 +186,8 @@ class _Call:
         if self.first_byte_at is None:
             self.first_byte_at = time.monotonic()
             progress.phase(progress.FIRST_TOKEN)
-            if self.on_first_byte is not None:
-                self.on_first_byte()
+            if not self.streaming:
+                self._answering()
         self.bytes_seen += size
         self._arm(Phase.IDLE)
 
@@ -190,7 +198,14 @@ class _Call:
             return
         if _DATA_LINE.search(b"\n" + chunk if self._line_start else chunk):
             self.data_seen = True
+            self._answering()
         self._line_start = chunk[-1:] in (b"\n", b"\r")
+
+    def _answering(self) -> None:
+        """The route has started its answer: hedged routing is told, once."""
+        hook, self.on_first_byte = self.on_first_byte, None
+        if hook is not None:
+            hook()
 
     def _arm(self, phase: Phase) -> None:
         self.phase = phase
