@@ -183,6 +183,33 @@ async def test_keepalive_comments_count_as_first_byte(
     assert_within(out, 0.8)
 
 
+async def test_the_answer_starts_after_the_keepalives_and_the_hedge_is_told_then(
+    client: httpx.AsyncClient, fleet: FaultFleet
+) -> None:
+    """Keep-alive comments are the first byte, not the answer: ``answer_s`` (what hedged
+    preflight waits for and route memory keeps) is when the first event came, and the
+    ``on_first_byte`` hook is told then, once."""
+    told: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    out = await call(
+        client, fleet, "keepalive@0.2,n=4", on_first_byte=lambda: told.append(loop.time() - start)
+    )
+    assert out.kind is OutcomeKind.OK, out
+    assert out.first_byte_s is not None and out.first_byte_s < 0.15
+    assert out.answer_s is not None and 0.75 <= out.answer_s <= out.elapsed_s
+    assert len(told) == 1 and told[0] >= 0.75
+
+
+async def test_an_error_body_is_the_answer_from_its_first_byte(
+    client: httpx.AsyncClient, fleet: FaultFleet
+) -> None:
+    told: list[int] = []
+    out = await call(client, fleet, "503", on_first_byte=lambda: told.append(1))
+    assert out.kind is not OutcomeKind.OK and out.answer_s is not None
+    assert told == [1]
+
+
 async def test_reply_complete_then_silence_is_kept(
     client: httpx.AsyncClient, fleet: FaultFleet
 ) -> None:

@@ -205,9 +205,11 @@ def route_horizon(policy: MemoryPolicy) -> float:
 
 
 def first_byte_of(outcome: Outcome) -> float | None:
-    """The first byte (seconds) of a served ``outcome`` as a memo keeps it: finite, at least 0,
-    at most ``MAX_FIRST_BYTE_S`` (None when the call measured none)."""
-    s = outcome.first_byte_s
+    """The first byte (seconds) of a served ``outcome``'s answer as a memo keeps it (keep-alive
+    comments before it not counted: the hedge delay derives from it, and the hedge waits for
+    the answer): finite, at least 0, at most ``MAX_FIRST_BYTE_S`` (None when the call measured
+    none). A scripted outcome without ``answer_s`` gives its ``first_byte_s``."""
+    s = outcome.answer_s if outcome.answer_s is not None else outcome.first_byte_s
     if s is None or not math.isfinite(s):
         return None
     return min(max(s, 0.0), MAX_FIRST_BYTE_S)

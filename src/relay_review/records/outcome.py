@@ -101,6 +101,9 @@ class Outcome(BaseModel):
     phase: Phase | None = None
     detail: str = ""
     first_byte_s: float | None = None
+    #: seconds to the first byte of the answer: a stream's first line that is not a keep-alive
+    #: comment, any other body's first byte (hedged preflight's signal; route memory keeps it)
+    answer_s: float | None = None
     elapsed_s: float = 0.0
 
     @property

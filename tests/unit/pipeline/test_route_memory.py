@@ -278,3 +278,16 @@ def test_the_fleet_scripts_refusals_on_a_trigger() -> None:
     assert parse_script("400@filter")[0].only_if is None
     with pytest.raises(ValueError, match="unknown flag"):
         parse_script("400@content")
+
+
+def test_a_proven_route_is_remembered_by_when_its_answer_began_not_its_keepalives() -> None:
+    """The hedge delay derives from the memo's first byte and the hedge waits for the answer:
+    an OpenRouter route whose ``: OPENROUTER PROCESSING`` came at 10 ms and its answer at 1.2 s
+    is remembered at 1.2 s (at 10 ms a raised hedge bound would hedge it at the floor on every
+    run)."""
+    from relay_review.pipeline.route_memory import first_byte_of
+
+    pinged = Outcome(kind=OutcomeKind.OK, first_byte_s=0.01, answer_s=1.2, elapsed_s=2.0)
+    assert first_byte_of(pinged) == 1.2
+    scripted = Outcome(kind=OutcomeKind.OK, first_byte_s=0.3, elapsed_s=2.0)
+    assert first_byte_of(scripted) == 0.3

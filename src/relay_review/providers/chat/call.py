@@ -139,6 +139,7 @@ class _Call:
         self.headers: httpx.Headers | None = None
         self.headers_at: float | None = None
         self.first_byte_at: float | None = None
+        self.answer_at: float | None = None  # see :meth:`_answering`
         self.bytes_seen = 0
         #: a decoded stream line that is not an SSE comment arrived (see :meth:`on_decoded`)
         self.data_seen = False
@@ -203,6 +204,8 @@ class _Call:
 
     def _answering(self) -> None:
         """The route has started its answer: hedged routing is told, once."""
+        if self.answer_at is None:
+            self.answer_at = time.monotonic()
         hook, self.on_first_byte = self.on_first_byte, None
         if hook is not None:
             hook()
@@ -432,6 +435,7 @@ class _Call:
             kind=kind,
             http_status=self.status,
             first_byte_s=None if first is None else round(first - self.start, 4),
+            answer_s=None if self.answer_at is None else round(self.answer_at - self.start, 4),
             elapsed_s=round(now - self.start, 4),
             **fields,
         )
