@@ -7,8 +7,8 @@ at most :data:`PROBE_MAX_TOKENS` output tokens under a short bound. Routes beyon
 Hedged preflight (the default, ``[preflight] mode = "hedged"``): serving sends the real request
 first to the best-ranked route (:meth:`RouteBoard.lead_with`; or to the routes a past run proved)
 and no probe goes out while that request may still answer: until it fails, or until it has gone
-the hedge delay without a first byte of its answer (keep-alive comments do not count) (see
-:func:`~.board.hedge_delay`: a multiple of the first byte memory remembers of the route, with a
+the hedge delay without a first byte of its answer, keep-alive comments not counted
+(:func:`~.board.hedge_delay`: a multiple of the first byte memory remembers of the route, with a
 floor, at most ``[preflight] hedge_delay_max``, which is also the delay when memory knows
 none). Then every other route with a key is probed at
 once (one probe each: a route left unprobed would later cost a full-size request unprobed), and

@@ -162,15 +162,14 @@ class _Call:
         self.headers_at = time.monotonic()
         self.status = response.status_code
         self.headers = response.headers
-        self.streaming = (
-            200 <= response.status_code < 300 and _content_type(response) == "text/event-stream"
-        )
         if not 200 <= response.status_code < 300:
             # The status is known: the error body is read under the idle bound.
             self._arm(Phase.IDLE)
             self.token_arrived()
         elif _content_type(response) != "text/event-stream":
             self.token_arrived()  # one JSON completion: the first_token bound does not apply
+        else:
+            self.streaming = True
 
     def token_arrived(self) -> None:
         """The first content or reasoning delta (or a reply that is not a stream): the
@@ -203,12 +202,12 @@ class _Call:
         self._line_start = chunk[-1:] in (b"\n", b"\r")
 
     def _answering(self) -> None:
-        """The route has started its answer: hedged routing is told, once."""
-        if self.answer_at is None:
-            self.answer_at = time.monotonic()
-        hook, self.on_first_byte = self.on_first_byte, None
-        if hook is not None:
-            hook()
+        """The route has started its answer: its time kept and hedged routing told, once."""
+        if self.answer_at is not None:
+            return
+        self.answer_at = time.monotonic()
+        if self.on_first_byte is not None:
+            self.on_first_byte()
 
     def _arm(self, phase: Phase) -> None:
         self.phase = phase
