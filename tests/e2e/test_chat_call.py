@@ -201,13 +201,36 @@ async def test_the_answer_starts_after_the_keepalives_and_the_hedge_is_told_then
     assert len(told) == 1 and told[0] >= 0.75
 
 
+async def test_on_alive_is_told_once_at_the_first_keepalive(
+    client: httpx.AsyncClient, fleet: FaultFleet
+) -> None:
+    """The stream flows from its first comment (hedged preflight then waits up to
+    ``hedge_answer_max`` for the answer): ``on_alive`` once, long before ``on_first_byte``."""
+    alive: list[float] = []
+    answered: list[float] = []
+    loop = asyncio.get_running_loop()
+    start = loop.time()
+    out = await call(
+        client,
+        fleet,
+        "keepalive@0.2,n=4",
+        on_alive=lambda: alive.append(loop.time() - start),
+        on_first_byte=lambda: answered.append(loop.time() - start),
+    )
+    assert out.kind is OutcomeKind.OK, out
+    assert len(alive) == 1 and len(answered) == 1 and alive[0] < 0.7 <= answered[0]
+
+
 async def test_an_error_body_is_the_answer_from_its_first_byte(
     client: httpx.AsyncClient, fleet: FaultFleet
 ) -> None:
     told: list[int] = []
-    out = await call(client, fleet, "503", on_first_byte=lambda: told.append(1))
+    alive: list[int] = []
+    out = await call(
+        client, fleet, "503", on_first_byte=lambda: told.append(1), on_alive=lambda: alive.append(1)
+    )
     assert out.kind is not OutcomeKind.OK and out.answer_s is not None
-    assert told == [1]
+    assert told == [1] and alive == []  # an error is no stream that flows
 
 
 async def test_reply_complete_then_silence_is_kept(

@@ -152,13 +152,21 @@ def test_eager_mode_probes_before_serving(tmp_path: Path) -> None:
 
 
 def test_preflight_mode_and_hedge_delay_are_validated() -> None:
-    assert (PreflightPolicy().mode, PreflightPolicy().hedge_delay_max) == ("hedged", 0.5)
+    defaults = PreflightPolicy()
+    assert (defaults.mode, defaults.hedge_delay_max, defaults.hedge_answer_max) == (
+        "hedged",
+        0.5,
+        5.0,
+    )
     policy = parse_policy('[preflight]\nmode = "eager"\nhedge_delay_max = 2\n')
     assert (policy.preflight.mode, policy.preflight.hedge_delay_max) == ("eager", 2.0)
     with pytest.raises(UsageError, match=r"preflight\.mode"):
         parse_policy('[preflight]\nmode = "lazy"\n')
     with pytest.raises(UsageError, match=r"preflight\.hedge_delay_max"):
         parse_policy("[preflight]\nhedge_delay_max = 0\n")
+    assert parse_policy("[preflight]\nhedge_answer_max = 2\n").preflight.hedge_answer_max == 2.0
+    with pytest.raises(UsageError, match=r"preflight\.hedge_answer_max"):
+        parse_policy("[preflight]\nhedge_answer_max = 0\n")
 
 
 def test_a_route_remembered_at_50_ms_is_hedged_after_the_factor_times_that_not_the_bound(
@@ -203,11 +211,13 @@ def _lead(behaviour: str) -> Scenario:
     return Scenario("lead", f"best route: {behaviour}", accounts, HEALTHY)
 
 
-def test_a_lead_that_only_sends_keepalives_is_hedged_like_a_silent_one(tmp_path: Path) -> None:
+def test_a_lead_that_only_sends_keepalives_is_hedged_after_the_answer_bound(
+    tmp_path: Path,
+) -> None:
     """LiteLLM's ``: ping`` (OpenRouter's ``: OPENROUTER PROCESSING`` alike) is sent while the
-    model has not started: bytes, not an answer. The lead that sends only those is hedged after
-    the hedge delay, as a silent one is, and a ready route takes over; it held the request for
-    the 60 s first-token bound (time to reply 63.9 s at the default policy, 4.4 s now)."""
+    model has not started: the route took the request, but no answer comes. The lead that sends
+    only those is waited on up to ``hedge_answer_max`` (5 s), not the 60 s first-token bound
+    (time to reply 63.9 s before hedging), then hedged, and a ready route takes over."""
     scenario = _lead("pings@0,gap=0.1")
     with fleet_for(scenario) as fleet:
         report, sent = chat(fleet, scenario, tmp_path)
@@ -216,11 +226,28 @@ def test_a_lead_that_only_sends_keepalives_is_hedged_like_a_silent_one(tmp_path:
     lead = sent[0]
     assert route(lead) == first and lead.max_tokens != PROBE_TOKENS
     probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
-    assert probes and min(r.at for r in probes) - lead.at < 2.0  # the 0.5 s delay, loaded
+    assert probes, "the pinging lead was never hedged"
+    gap = min(r.at for r in probes) - lead.at
+    assert 4.9 <= gap < 7.5, gap  # hedge_answer_max (5 s), on a loaded machine
     attempts = {a["agent_id"]: a for a in report["attempts"]}
     assert attempts[first]["outcome"] == "cancelled"
     assert attempts[first]["detail"].startswith("no answer after ")
-    assert report["time_to_reply_s"] < 8.0
+    assert report["time_to_reply_s"] < 10.0
+
+
+def test_a_lead_whose_headers_came_without_a_byte_is_hedged_at_the_hedge_delay(
+    tmp_path: Path,
+) -> None:
+    """200 headers, then nothing: no stream flows, so the lead is hedged at hedge_delay_max
+    (0.5 s), not at hedge_answer_max."""
+    scenario = _lead("headers-stall")
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    assert report["served_by"]["agent_id"] == "/".join(LAST)
+    lead = sent[0]
+    assert route(lead) == "/".join(FIRST) and lead.max_tokens != PROBE_TOKENS
+    probes = [r for r in sent if r.max_tokens == PROBE_TOKENS]
+    assert probes and min(r.at for r in probes) - lead.at < 2.0  # the 0.5 s delay, loaded
 
 
 def test_keepalives_before_a_prompt_answer_do_not_cost_a_probe(tmp_path: Path) -> None:
@@ -230,3 +257,15 @@ def test_keepalives_before_a_prompt_answer_do_not_cost_a_probe(tmp_path: Path) -
         report, sent = chat(fleet, scenario, tmp_path)
     assert report["served_by"]["agent_id"] == "/".join(FIRST)
     assert len(sent) == 1 and report["probes_sent"] == 0
+
+
+def test_keepalives_for_two_seconds_before_the_answer_cost_no_probe(tmp_path: Path) -> None:
+    """A review-sized prompt on OpenRouter: comments every 0.5 s while the model reads it, the
+    answer after ~2 s (past the 0.5 s hedge delay). The stream flows, so the hedge waits for
+    its answer: one request, no probe (it cost 12 when keep-alives did not count)."""
+    scenario = _lead("keepalive@0.5,n=4")
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path)
+    assert report["served_by"]["agent_id"] == "/".join(FIRST)
+    assert len(sent) == 1 and sent[0].max_tokens != PROBE_TOKENS
+    assert report["probes_sent"] == 0

@@ -109,13 +109,18 @@ class PreflightPolicy(_Section):
     to ``probe_budget`` routes probed before anything serves; the ``preflight`` command probes
     so in either mode). The hedge delay is a multiple of the first byte route memory remembers
     of the route (with a floor), never more than ``hedge_delay_max``, which is also the delay
-    when memory knows none (:func:`relay_review.routing.board.hedge_delay`).
+    when memory knows none (:func:`relay_review.routing.board.hedge_delay`). A first route whose
+    stream flows within that delay (a 2xx stream's first byte, keep-alive comments included:
+    OpenRouter sends them while the model reads a long prompt) is waited on for its answer up to
+    ``hedge_answer_max`` (at least ``hedge_delay_max``; shorter when memory knows when its answer
+    began) before the others are probed: a slow answer on a good day costs no probe.
     """
 
     probe_budget: int = _opt(6, "a whole number >= 0", ge=0)
     probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
     mode: Literal["hedged", "eager"] = _opt("hedged", '"hedged" or "eager"')
     hedge_delay_max: float = _opt(0.5, "a number of seconds > 0", **_SECONDS)
+    hedge_answer_max: float = _opt(5.0, "a number of seconds > 0", **_SECONDS)
 
 
 #: ``serving.first_token`` when unset (it is then also at most ``serving.attempt``).

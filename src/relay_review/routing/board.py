@@ -38,7 +38,8 @@ HEDGE_FLOOR_S = 0.4
 def hedge_delay(remembered_first_byte: float | None, bound: float) -> float:
     """How long a route served first may go without a first byte before the other routes are
     probed: ``HEDGE_FACTOR`` x the first byte memory remembers of it, at least
-    ``HEDGE_FLOOR_S``, never more than ``bound`` (``[preflight] hedge_delay_max``, also the
+    ``HEDGE_FLOOR_S``, never more than ``bound`` (``[preflight] hedge_delay_max``, or
+    ``hedge_answer_max`` once its stream flows: see :meth:`RouteBoard.hedge_wait`; also the
     delay when nothing usable is remembered: none, not finite, negative)."""
     r = remembered_first_byte
     if r is None or not math.isfinite(r) or r < 0:
@@ -87,6 +88,9 @@ class RouteBoard:
         self.sending: dict[str, float] = {}
         #: Routes whose real request produced its first byte this run (they answer).
         self.first_bytes: set[str] = set()
+        #: Routes whose unprobed request's 2xx stream started this run, keep-alive comments
+        #: counted (they took the request; the hedge waits longer for their answer).
+        self.streams_started: set[str] = set()
         #: route -> the first byte (seconds) it served with in a past run (:meth:`recall`)
         self.remembered_first_byte: dict[str, float] = {}
         #: serving request (ticket, in arrival order) -> whether it is looking for a route
@@ -240,6 +244,13 @@ class RouteBoard:
             self.first_bytes.add(agent_id)
             self.touch()
 
+    def alive(self, agent_id: str) -> None:
+        """The real request on ``agent_id`` got a 2xx stream's first byte (perhaps only a
+        keep-alive comment): the route took the request and its model may be working."""
+        if agent_id not in self.streams_started:
+            self.streams_started.add(agent_id)
+            self.touch()
+
     def enter(self) -> int:
         """A serving request starts: its ticket (requests of one run pick routes oldest first,
         so which chunk a route serves does not depend on which waiter woke first)."""
@@ -268,14 +279,19 @@ class RouteBoard:
             and not self.confirmed(agent_id)
         )
 
-    def hedge_wait(self, now: float, delay: float | None) -> float | None:
+    def hedge_wait(
+        self, now: float, delay: float | None, answer_delay: float | None = None
+    ) -> float | None:
         """How long probes should still hold back for a route served first (None: not at all).
 
         A first-up route holds them back while it is in play (not out, not held by its
         budget) and, with a hedge ``delay`` (the bound, ``[preflight] hedge_delay_max``), until
         its unprobed request has gone :func:`hedge_delay` seconds without a first byte
         (``delay``, or less when memory knows the route's first byte; forever once the first
-        byte came). ``delay`` None (eager preflight, a remembered route): while it is in play.
+        byte came). Once its stream flows without an answer yet (keep-alive comments: see
+        :meth:`alive`) the bound is ``answer_delay`` (``[preflight] hedge_answer_max``; never
+        shorter than ``delay``). ``delay`` None (eager preflight, a remembered route): while it
+        is in play.
         """
         waits: list[float] = []
         for a in self.first_up:
@@ -285,7 +301,10 @@ class RouteBoard:
             if delay is None or a in self.first_bytes or sent_at is None:
                 waits.append(float("inf"))
             else:
-                due = sent_at + hedge_delay(self.remembered_first_byte.get(a), delay)
+                bound = delay
+                if a in self.streams_started and answer_delay is not None:
+                    bound = max(delay, answer_delay)
+                due = sent_at + hedge_delay(self.remembered_first_byte.get(a), bound)
                 if due > now:
                     waits.append(due - now)
         return min(waits) if waits else None

@@ -350,6 +350,7 @@ async def attempt_or_takeover(
             run,
             request,
             on_first_byte=lambda: board.first_byte(agent),
+            on_alive=lambda: board.alive(agent),
             on_admitted=lambda: board.sent_unprobed(agent, run.clock()),
         )
     )
@@ -436,11 +437,13 @@ async def attempt_on(
     request: ServeRequest,
     *,
     on_first_byte: Callable[[], None] | None = None,
+    on_alive: Callable[[], None] | None = None,
     on_admitted: Callable[[], None] | None = None,
 ) -> tuple[bool, Outcome, Attempt, Any]:
     """One request on one route (no switching), its reply check, and its log line;
     ``on_first_byte`` is told when the reply's first byte arrives, keep-alive comments not
-    counted (hedged routing; see :func:`relay_review.providers.chat.call.chat_call`)."""
+    counted, ``on_alive`` when a 2xx stream's first byte does, keep-alives counted (hedged
+    routing; see :func:`relay_review.providers.chat.call.chat_call`)."""
     clock = run.clock
     started = clock()
     remaining = run.deadline_at - started
@@ -454,7 +457,7 @@ async def attempt_on(
     else:
         extra_body = request.extra_body
         extra = extra_body(entry) if callable(extra_body) else extra_body
-        hooks = {"on_first_byte": on_first_byte, "on_admitted": on_admitted}
+        hooks = {"on_first_byte": on_first_byte, "on_alive": on_alive, "on_admitted": on_admitted}
         outcome = await _send_once(entry, key, run, request, extra, hooks)
         retry = request.downgrade(entry, outcome) if request.downgrade and not outcome.ok else None
         if retry is not None and run.deadline_at - clock() > 0:
@@ -498,7 +501,8 @@ async def _send_once(
     hooks: dict[str, Callable[[], None] | None],
 ) -> Outcome:
     """Send ``request`` to ``entry`` once with the request fields ``extra``, within what is
-    left of the run deadline; ``hooks``: ``on_first_byte`` and ``on_admitted`` (hedging)."""
+    left of the run deadline; ``hooks``: ``on_first_byte``, ``on_alive`` and ``on_admitted``
+    (hedging)."""
     remaining = run.deadline_at - run.clock()
     bounds = run.deadlines
     if stream_usage(entry.route.provider):
@@ -520,6 +524,7 @@ async def _send_once(
         max_tokens=request.max_tokens,
         extra_body=extra,
         on_first_byte=hooks.get("on_first_byte"),
+        on_alive=hooks.get("on_alive"),
         on_admitted=hooks.get("on_admitted"),
     )
 

@@ -90,6 +90,7 @@ async def run_preflight(
     probe_timeout: float,
     wait_for_recalled: bool = False,
     hedge_delay: float | None = None,
+    hedge_answer_delay: float | None = None,
 ) -> None:
     """Probe up to ``probe_budget`` routes concurrently and record each result on ``board``.
 
@@ -99,10 +100,12 @@ async def run_preflight(
     real request is its probe). With a ``hedge_delay`` (hedged preflight: the bound,
     ``[preflight] hedge_delay_max``), a first-up request that goes its hedge delay
     (:func:`~.board.hedge_delay`) without a first byte no longer holds the probes back, and every
-    unsettled route is probed (``probe_budget`` 0 still means no probes).
+    unsettled route is probed (``probe_budget`` 0 still means no probes); one whose stream flows
+    (keep-alive comments) holds them back up to ``hedge_answer_delay`` (``[preflight]
+    hedge_answer_max``) instead.
     """
     if wait_for_recalled:
-        await _wait_for_need(board, run, hedge_delay)
+        await _wait_for_need(board, run, hedge_delay, hedge_answer_delay)
         if board.finished:  # the session closed while we waited: no probe is needed
             return
     if hedge_delay is not None and probe_budget > 0:
@@ -119,13 +122,15 @@ async def run_preflight(
         board.finish()
 
 
-async def _wait_for_need(board: RouteBoard, run: RunContext, hedge_delay: float | None) -> None:
+async def _wait_for_need(
+    board: RouteBoard, run: RunContext, hedge_delay: float | None, answer_delay: float | None
+) -> None:
     """Wait while a route served first is still in play and may answer (or until the run
     deadline): see :meth:`RouteBoard.hedge_wait`; one its account's budget holds back does not
     keep the others unprobed."""
     while not board.finished and run.clock() < run.deadline_at:
         now = run.clock()
-        wait = board.hedge_wait(now, hedge_delay)
+        wait = board.hedge_wait(now, hedge_delay, answer_delay)
         if wait is None:
             return
         await board.wait_change(min(wait, run.deadline_at - now))

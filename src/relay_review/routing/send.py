@@ -44,6 +44,7 @@ class ChatFn(Protocol):
         max_tokens: int | None = None,
         extra_body: dict | None = None,
         on_first_byte: Callable[[], None] | None = None,
+        on_alive: Callable[[], None] | None = None,
     ) -> Awaitable[Outcome]: ...
 
 
@@ -114,8 +115,9 @@ async def send(
                 return refused
         if on_admitted is not None:
             on_admitted()
-        if request.get("on_first_byte") is None or not takes_first_byte(run.chat):
-            request.pop("on_first_byte", None)  # a scripted chat: told nothing, answers whole
+        for hook in HEDGE_HOOKS:
+            if request.get(hook) is None or not takes_hook(run.chat, hook):
+                request.pop(hook, None)  # a scripted chat: told nothing, answers whole
         with progress.tracking(
             entry.agent_id, request.get("deadlines"), deadline_at=run.deadline_at, clock=run.clock
         ):
@@ -128,16 +130,19 @@ async def send(
     return outcome
 
 
-def takes_first_byte(chat: Callable[..., object]) -> bool:
-    """Whether ``chat`` takes the ``on_first_byte`` hook (the real chat call does; a scripted
-    one in tests may not, and then hedging learns of its answer only when it returns)."""
+#: The chat call's hooks hedged routing listens on (:func:`.providers.chat.call.chat_call`).
+HEDGE_HOOKS = ("on_first_byte", "on_alive")
+
+
+def takes_hook(chat: Callable[..., object], hook: str) -> bool:
+    """Whether ``chat`` takes the ``hook`` keyword (the real chat call takes both
+    :data:`HEDGE_HOOKS`; a scripted one in tests may not, and then hedging learns of its answer
+    only when it returns)."""
     try:
         params = inspect.signature(chat).parameters
     except (TypeError, ValueError):
         return False
-    return "on_first_byte" in params or any(
-        p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()
-    )
+    return hook in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
 
 
 def outcome_detail(outcome: Outcome) -> str:

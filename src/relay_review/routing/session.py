@@ -117,6 +117,7 @@ class RoutingSession:
                 probe_timeout=self.preflight.probe_timeout,
                 wait_for_recalled=self.wait_for_recalled,
                 hedge_delay=self.preflight.hedge_delay_max if hedged else None,
+                hedge_answer_delay=self.preflight.hedge_answer_max if hedged else None,
             )
         )
         return self

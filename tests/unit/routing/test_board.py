@@ -83,3 +83,27 @@ def test_a_route_remembered_at_200_ms_is_hedged_after_the_factor_times_that() ->
     assert board.hedge_wait(1.0 + delay + 0.01, 2.0) is None  # no first byte: probe the others
     board.first_byte(lead.agent_id)
     assert board.confirmed(lead.agent_id) and board.hedge_wait(9.0, 2.0) == math.inf
+
+
+def test_a_lead_whose_stream_flows_is_waited_on_up_to_the_answer_bound() -> None:
+    lead, _other = entries("lead", "other")
+    board = RouteBoard([lead, _other])
+    board.lead_with(lead.agent_id)
+    board.sending[lead.agent_id] = 1.0
+    assert board.hedge_wait(1.6, 0.5, 5.0) is None  # silent past 0.5 s: probe the others
+    board.alive(lead.agent_id)  # a keep-alive comment: the stream flows, no answer yet
+    assert math.isclose(board.hedge_wait(1.6, 0.5, 5.0) or 0.0, 4.4)
+    assert board.hedge_wait(6.1, 0.5, 5.0) is None  # no answer within 5 s: probe the others
+    assert board.hedge_wait(1.6, 0.5) is None  # no answer bound (eager tests): the delay
+    assert math.isclose(board.hedge_wait(1.6, 2.0, 0.3) or 0.0, 1.4)  # never under the delay
+
+
+def test_a_flowing_stream_of_a_route_remembered_fast_keeps_the_factor() -> None:
+    lead, _other = entries("lead", "other")
+    board = RouteBoard([lead, _other])
+    board.recall(lead.agent_id, usable=True, status=Readiness.UNPROBED, detail="", first_byte_s=0.5)
+    board.sending[lead.agent_id] = 1.0
+    board.alive(lead.agent_id)
+    delay = HEDGE_FACTOR * 0.5  # 2 s: memory knows its answer starts in 0.5 s
+    assert math.isclose(board.hedge_wait(1.5, 0.5, 5.0) or 0.0, delay - 0.5)
+    assert board.hedge_wait(1.0 + delay + 0.01, 0.5, 5.0) is None

@@ -62,6 +62,7 @@ async def chat_call(
     extra_body: dict | None = None,
     temperature: float | None = None,
     on_first_byte: Callable[[], None] | None = None,
+    on_alive: Callable[[], None] | None = None,
 ) -> Outcome:
     """Send one streamed chat completion and return what it came to, within ``deadlines``.
 
@@ -75,7 +76,9 @@ async def chat_call(
     arrives (hedged routing's signal that the route answers): for a stream, the first line
     that is not an SSE comment (OpenRouter's ``: OPENROUTER PROCESSING`` and LiteLLM's
     ``: ping`` are sent while the model has not started, so they do not hold the hedge back);
-    for any other body (an error, one JSON completion), its first byte.
+    for any other body (an error, one JSON completion), its first byte. ``on_alive`` is called
+    once, when a 2xx stream's first byte arrives, keep-alive comments included (the route took
+    the request and its stream flows: hedged routing waits longer for such a route's answer).
     """
     body: dict[str, Any] = dict(extra_body or {})
     if max_tokens is not None:
@@ -88,7 +91,7 @@ async def chat_call(
         headers["Authorization"] = f"Bearer {api_key}"
     url = base_url.rstrip("/") + "/chat/completions"
 
-    call = _Call(deadlines, on_first_byte)
+    call = _Call(deadlines, on_first_byte, on_alive)
     try:
         async with asyncio.timeout_at(call.loop_start + deadlines.attempt):
             outcome = await call.exchange_until_first_token(client, url, headers, body)
@@ -123,10 +126,14 @@ class _Call:
     """
 
     def __init__(
-        self, deadlines: Deadlines, on_first_byte: Callable[[], None] | None = None
+        self,
+        deadlines: Deadlines,
+        on_first_byte: Callable[[], None] | None = None,
+        on_alive: Callable[[], None] | None = None,
     ) -> None:
         self.deadlines = deadlines
         self.on_first_byte = on_first_byte
+        self.on_alive = on_alive
         self.loop = asyncio.get_running_loop()
         self.start = time.monotonic()
         self.loop_start = self.loop.time()
@@ -188,6 +195,8 @@ class _Call:
             progress.phase(progress.FIRST_TOKEN)
             if not self.streaming:
                 self._answering()
+            elif self.on_alive is not None:
+                self.on_alive()
         self.bytes_seen += size
         self._arm(Phase.IDLE)
 
