@@ -9,7 +9,12 @@ healthy):
 - ``healthy-first``: the healthy route ranks first (a good day);
 - ``mixed-last``: the healthy route ranks last (a bad day);
 - ``all-stalled``: every route silent, a 20 s run deadline (bounded by the deadline);
-- ``warm``: ``mixed-last`` again with the first run's memory (a state file).
+- ``warm``: ``mixed-last`` again with the first run's memory (a state file);
+- ``slow-answer-first``: the first-ranked route is the only live one and behaves like
+  OpenRouter on a review-sized prompt: a ``: OPENROUTER PROCESSING`` comment every 0.5 s while
+  the model reads it, its answer after about 2 s (past the 0.5 s hedge delay; the stream flows,
+  so the hedge waits up to ``hedge_answer_max``); ``slow-answer-warm``: that again with the
+  first run's memory.
 
 For each it prints time to reply, the ratio to the direct latency, requests to the fleet
 (probes + full-size), full-size requests to routes that never answered a probe, and whether the
@@ -20,7 +25,8 @@ issue's goal holds. Every bound and limit is the policy's default (``Policy()``)
 
 Goals: healthy-first <= 1.05 x and exactly 1 request; mixed-last <= 1.35 x and at most one
 request per route plus one, at most one full-size request to a route no probe found ready;
-all-stalled gives up within the deadline (+1 s); warm <= 1.05 x.
+all-stalled gives up within the deadline (+1 s); warm <= 1.05 x; slow-answer-first and
+slow-answer-warm <= 1.05 x and exactly 1 request.
 """
 
 from __future__ import annotations
@@ -44,14 +50,15 @@ REPLY = " ".join(f"word{i}" for i in range(280))  # 280 pieces x 10 ms: about 3 
 FIRST = ("nim_a", "deepseek-ai/deepseek-v4-flash")  # first in catalog order
 LAST = ("router", "qwen/qwen3-coder:free")  # last in catalog order
 HEALTHY_AT = ("nim_b", "meta/llama-3.3-70b-instruct")  # the drill's healthy route
+SLOW_ANSWER = "keepalive@0.5,n=4"  # comments 0.5 s apart, then the reply: about 2 s
 STALLED_DEADLINE = 20.0
 
 
-def _accounts(healthy_at: tuple[str, str]) -> dict[str, dict[str, str]]:
-    """The drill's mix with the healthy route moved to ``healthy_at``."""
+def _accounts(healthy_at: tuple[str, str], live: str = HEALTHY) -> dict[str, dict[str, str]]:
+    """The drill's mix with the healthy route moved to ``healthy_at`` (behaving as ``live``)."""
     out = {name: dict(models) for name, models in _MIXED.items()}
     out[healthy_at[0]][healthy_at[1]], out[HEALTHY_AT[0]][HEALTHY_AT[1]] = (
-        HEALTHY,
+        live,
         _MIXED[healthy_at[0]][healthy_at[1]],
     )
     return out
@@ -60,6 +67,12 @@ def _accounts(healthy_at: tuple[str, str]) -> dict[str, dict[str, str]]:
 SCENARIOS = {
     "healthy-first": Scenario("healthy-first", "healthy ranks first", _accounts(FIRST), HEALTHY),
     "mixed-last": Scenario("mixed-last", "healthy ranks last", _accounts(LAST), HEALTHY),
+    "slow-answer-first": Scenario(
+        "slow-answer-first",
+        "the first route sends keep-alives, then answers after about 2 s",
+        _accounts(FIRST, SLOW_ANSWER),
+        SLOW_ANSWER,
+    ),
     "all-stalled": Scenario(
         "all-stalled",
         "every route silent",
@@ -95,7 +108,7 @@ def requests(r: dict[str, Any]) -> int:
 def goal(name: str, r: dict[str, Any], pol: Policy) -> str:
     ratio = r["ratio"]
     n = requests(r)
-    if name == "healthy-first" or name == "warm":
+    if name in ("healthy-first", "warm", "slow-answer-first", "slow-answer-warm"):
         ok = ratio is not None and ratio <= 1.05 and (name == "warm" or n == 1)
         return ("meets" if ok else "MISSES") + (" 1.05x, 1 request" if name != "warm" else " 1.05x")
     if name == "mixed-last":
@@ -116,7 +129,7 @@ def row(name: str, r: dict[str, Any], pol: Policy) -> str:
     ttr = r["time_to_reply_s"]
     direct = r["direct_latency_s"]
     return (
-        f"{name:<14} {ttr if ttr is not None else r['elapsed_s']:8.2f} "
+        f"{name:<17} {ttr if ttr is not None else r['elapsed_s']:8.2f} "
         f"{direct if direct is not None else float('nan'):8.2f} "
         f"{r['ratio'] if r['ratio'] is not None else float('nan'):6.2f} {requests(r):8d} "
         f"{r['probes_sent']:6d} {len(r['attempts']):8d} {unprobed_full(r):8d}  "
@@ -138,7 +151,7 @@ async def main() -> None:
     stalled = policy(args.mode, STALLED_DEADLINE)
     print(f"preflight mode {args.mode}; default policy ({base.preflight!r})")
     print(
-        f"{'scenario':<14} {'reply_s':>8} {'direct_s':>8} {'ratio':>6} {'requests':>8} "
+        f"{'scenario':<17} {'reply_s':>8} {'direct_s':>8} {'ratio':>6} {'requests':>8} "
         f"{'probes':>6} {'attempts':>8} {'unprobed':>8}  goal"
     )
     ratios: dict[str, list[float]] = {}
@@ -153,6 +166,15 @@ async def main() -> None:
             r = await one("mixed-last", base, store)
             ratios.setdefault("warm", []).append(r["ratio"] or float("inf"))
             print(row("warm", r, base))
+        r = await one("slow-answer-first", base)
+        ratios.setdefault("slow-answer-first", []).append(r["ratio"] or float("inf"))
+        print(row("slow-answer-first", r, base))
+        with tempfile.TemporaryDirectory() as tmp:
+            store = FileStore(Path(tmp) / "state.json")
+            await one("slow-answer-first", base, store)
+            r = await one("slow-answer-first", base, store)
+            ratios.setdefault("slow-answer-warm", []).append(r["ratio"] or float("inf"))
+            print(row("slow-answer-warm", r, base))
     r = await one("all-stalled", stalled)
     print(row("all-stalled", r, stalled))
     for name, values in ratios.items():
