@@ -155,26 +155,25 @@ async def main() -> None:
         f"{'probes':>6} {'attempts':>8} {'unprobed':>8}  goal"
     )
     ratios: dict[str, list[float]] = {}
+
+    def record(name: str, r: dict[str, Any]) -> None:
+        ratios.setdefault(name, []).append(r["ratio"] or float("inf"))
+        print(row(name, r, base))
+
     for _ in range(args.runs):
-        for name in ("healthy-first", "mixed-last"):
-            r = await one(name, base)
-            ratios.setdefault(name, []).append(r["ratio"] or float("inf"))
-            print(row(name, r, base))
-        with tempfile.TemporaryDirectory() as tmp:
-            store = FileStore(Path(tmp) / "state.json")
-            await one("mixed-last", base, store)
-            r = await one("mixed-last", base, store)
-            ratios.setdefault("warm", []).append(r["ratio"] or float("inf"))
-            print(row("warm", r, base))
-        r = await one("slow-answer-first", base)
-        ratios.setdefault("slow-answer-first", []).append(r["ratio"] or float("inf"))
-        print(row("slow-answer-first", r, base))
-        with tempfile.TemporaryDirectory() as tmp:
-            store = FileStore(Path(tmp) / "state.json")
-            await one("slow-answer-first", base, store)
-            r = await one("slow-answer-first", base, store)
-            ratios.setdefault("slow-answer-warm", []).append(r["ratio"] or float("inf"))
-            print(row("slow-answer-warm", r, base))
+        # (scenario, its cold run's name, its warm run's name: the same again with memory)
+        for name, cold, warm in (
+            ("healthy-first", "healthy-first", None),
+            ("mixed-last", "mixed-last", "warm"),
+            ("slow-answer-first", "slow-answer-first", "slow-answer-warm"),
+        ):
+            record(cold, await one(name, base))
+            if warm is None:
+                continue
+            with tempfile.TemporaryDirectory() as tmp:
+                store = FileStore(Path(tmp) / "state.json")
+                await one(name, base, store)
+                record(warm, await one(name, base, store))
     r = await one("all-stalled", stalled)
     print(row("all-stalled", r, stalled))
     for name, values in ratios.items():
