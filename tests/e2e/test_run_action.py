@@ -41,6 +41,7 @@ from action_harness import (
     api_file,
     assert_nothing_posted,
     contents_body,
+    fleet_reply,
     policy_toml,
     posted_bodies,
     pr_payload,
@@ -120,6 +121,34 @@ def test_review_posts_one_sticky_comment(
     (chat,) = [r for r in fleet.chat_requests("acme") if r.max_tokens != 16][-1:]
     assert chat.authorized
     assert "Update the README with new information." in json.dumps(chat.body)
+
+
+def test_a_slow_answer_behind_keepalives_costs_one_request_at_the_default_policy(
+    tmp_path: Path, github_mock: MockGitHub
+) -> None:
+    """A good day on OpenRouter with a review-sized prompt: the best-ranked route sends
+    ``: OPENROUTER PROCESSING`` every 0.5 s while its model reads the prompt, and answers after
+    ~2 s (past the 0.5 s hedge delay). At the default policy (only discovery's timeout and the
+    comment interval set), the action posts its review from that route without a probe of the
+    other two routes (it cost a probe per route before ``hedge_answer_max``)."""
+    accounts = {
+        "acme": {"models": {"acme/reviewer": "keepalive@0.5,n=4"}, "api_key": FLEET_KEY},
+        "pair": {"models": {"pair/reviewer": "healthy"}, "api_key": FLEET_KEY},
+        "down": {"models": {"down/broken": "503"}, "api_key": FLEET_KEY},
+    }
+    head = "[discovery]\ntimeout = 3\n\n[github]\nwrite_interval = 0\n"
+    with FaultFleet(accounts, reply=fleet_reply) as slow:
+        policy = policy_toml(slow, "acme", "pair", "down", head=head)
+        run = run_action(tmp_path, github_mock, {"policy": policy})
+        chats = [r for r in slow.requests if r.is_chat]
+    assert run.code == 0, run.stdout + run.stderr
+    assert run.outputs["served-by"] == "acme/acme/reviewer"
+    # the review, then its one repair round (this verdict cites a line outside the diff): both
+    # on the slow route, no probe anywhere
+    assert [(r.account, r.max_tokens != 16) for r in chats] == [("acme", True)] * 2, chats
+    assert "Reply with the corrected full JSON object" in json.dumps(chats[1].body)
+    (body,) = posted_bodies(github_mock)
+    assert "Changes requested" in body and "served without a probe" in body
 
 
 @pytest.mark.parametrize(("fail_on", "code"), [("request_changes", 1), ("high", 1)])
