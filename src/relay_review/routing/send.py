@@ -115,8 +115,10 @@ async def send(
                 return refused
         if on_admitted is not None:
             on_admitted()
+        wanted = any(request.get(hook) is not None for hook in HEDGE_HOOKS)
+        taken = hooks_taken(run.chat) if wanted else frozenset()
         for hook in HEDGE_HOOKS:
-            if request.get(hook) is None or not takes_hook(run.chat, hook):
+            if request.get(hook) is None or hook not in taken:
                 request.pop(hook, None)  # a scripted chat: told nothing, answers whole
         with progress.tracking(
             entry.agent_id, request.get("deadlines"), deadline_at=run.deadline_at, clock=run.clock
@@ -134,15 +136,17 @@ async def send(
 HEDGE_HOOKS = ("on_first_byte", "on_alive")
 
 
-def takes_hook(chat: Callable[..., object], hook: str) -> bool:
-    """Whether ``chat`` takes the ``hook`` keyword (the real chat call takes both
-    :data:`HEDGE_HOOKS`; a scripted one in tests may not, and then hedging learns of its answer
-    only when it returns)."""
+def hooks_taken(chat: Callable[..., object]) -> frozenset[str]:
+    """The :data:`HEDGE_HOOKS` ``chat`` takes as keywords, its signature read once (the real
+    chat call takes both; a scripted one in tests may not, and then hedging learns of its
+    answer only when it returns)."""
     try:
         params = inspect.signature(chat).parameters
     except (TypeError, ValueError):
-        return False
-    return hook in params or any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+        return frozenset()
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return frozenset(HEDGE_HOOKS)
+    return frozenset(hook for hook in HEDGE_HOOKS if hook in params)
 
 
 def outcome_detail(outcome: Outcome) -> str:
