@@ -9,13 +9,22 @@ echo them. A secret is removed wherever it appears:
   or at the very end of the text is removed too (a prefix followed by anything else is left
   alone: public key prefixes such as ``sk-or-v1-`` are not secret);
 * escaped: Markdown rendering puts a backslash before characters such as ``_`` and a zero-width
-  space after ``@``, so those are skipped while matching (``nvapi\\_abc`` is still the key).
+  space after ``@``, so those are skipped while matching (``nvapi\\_abc`` is still the key);
+* encoded: a server that echoes what it received may echo it percent-encoded (a key with ``+``,
+  ``/`` or ``=``, as self-hosted tokens can have) or in base64 (``Authorization: Basic`` is
+  ``base64(user:key)``; a debug page may print a header that way). Each of those forms is a
+  secret too (:func:`forms`), cut off or escaped like the key itself. In base64 a key's
+  characters depend on where it starts in the encoded bytes, so each of the three alignments is
+  a form: the characters that only the key's bytes decide (the
+  `GitHub runner <https://github.com/actions/runner>`_ masks a secret's base64 forms alike).
 """
 
 from __future__ import annotations
 
+import base64
 import functools
 import re
+import urllib.parse
 from collections.abc import Iterable, Iterator
 
 #: Shorter values are not treated as secrets (placeholders such as ``EMPTY`` for a local server
@@ -34,12 +43,38 @@ def usable_secrets(values: Iterable[str]) -> list[str]:
 
 
 def redact(text: str, secrets: Iterable[str], replacement: str = REPLACEMENT) -> str:
-    """``text`` without any of ``secrets``: whole, cut off at a truncation point, or escaped."""
+    """``text`` without any of ``secrets``: whole, cut off at a truncation point, escaped or
+    encoded (see the module's docs)."""
+    bare = _bare(text)
     for secret in usable_secrets(secrets):
-        spans = list(_appearances(text, secret))
-        for start, end in reversed(spans):
-            text = text[:start] + replacement + text[end:]
+        for form in forms(secret):
+            if _bare(form[:MIN_SECRET_CHARS]) not in bare:
+                continue  # the common case, cheaply
+            spans = list(_appearances(text, form))
+            for start, end in reversed(spans):
+                text = text[:start] + replacement + text[end:]
+            if spans:
+                bare = _bare(text)
     return text
+
+
+@functools.lru_cache(maxsize=256)
+def forms(secret: str) -> tuple[str, ...]:
+    """``secret`` and the distinct forms it takes encoded: percent-encoded (as ``quote`` leaves
+    ``/`` and as it encodes it), and in base64 and URL-safe base64 at each of the three
+    alignments (only the characters the secret's own bytes decide). Longest first."""
+    found = {secret, urllib.parse.quote(secret), urllib.parse.quote(secret, safe="")}
+    raw = secret.encode()
+    for shift in range(3):
+        encoded = base64.b64encode(bytes(shift) + raw).decode("ascii")
+        end = len(encoded) - (encoded.count("=") + 1 if encoded.endswith("=") else 0)
+        # shift 1 or 2 lead bytes colour the first 2 or 3 characters; padding colours the last
+        core = encoded[(8 * shift + 5) // 6 : end]
+        found |= {core, core.translate(_URL_SAFE)}
+    return tuple(sorted(found, key=len, reverse=True))
+
+
+_URL_SAFE = str.maketrans("+/", "-_")
 
 
 def redact_data(data: object, secrets: Iterable[str], replacement: str = REPLACEMENT) -> object:
@@ -69,8 +104,6 @@ def _head(secret: str) -> re.Pattern[str]:
 
 def _appearances(text: str, secret: str) -> Iterator[tuple[int, int]]:
     """(start, end) of every appearance of ``secret`` in ``text`` that must go (see above)."""
-    if _bare(secret[:MIN_SECRET_CHARS]) not in _bare(text):
-        return  # the common case, cheaply
     last_end = 0
     for match in _head(secret).finditer(text):
         start, i, n = match.start(), match.end(1), MIN_SECRET_CHARS

@@ -7,6 +7,7 @@ generous slack for a noisy machine (plus a lower limit where the bound must have
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
 import socket
 from collections.abc import AsyncIterator, Iterator
@@ -538,10 +539,14 @@ async def test_api_key_never_in_an_outcome(client: httpx.AsyncClient, fleet: Fau
     assert "Bearer ***" in (echoed["healthy@leak"].content or "")
     for model in LEAKS_IN_DETAIL:
         assert "Bearer ***" in echoed[model].detail, (model, echoed[model].detail)
+    # ... and so was its echo in base64 (the fleet echoes "Basic base64(user:KEY)" too)
+    basic = base64.b64encode(f"user:{KEY}".encode()).decode()
+    assert "Basic dXNlcjp***" in echoed["healthy@leak"].content  # "user:" is "dXNlcjp..."
     for model, outcome in echoed.items():
         dumped = outcome.model_dump_json() + repr(outcome)
         assert KEY not in dumped, model
         assert KEY[-12:] not in dumped, model
+        assert basic[8:-4] not in dumped, model
 
 
 # --------------------------------------------------------------------------- pure classification

@@ -7,10 +7,12 @@ Each behaviour kind of :mod:`relay_review.drill.script` is one method here (``he
 from __future__ import annotations
 
 import asyncio
+import base64
 import email.utils
 import json
 import re
 import time
+import urllib.parse
 from typing import Any
 
 from relay_review.drill._wire import Conn, error_body, phrase
@@ -167,8 +169,20 @@ class Exchange:
         await self.conn.hold()
 
     def _leaked(self, message: str) -> str:
-        """``message``, echoing the Authorization header it received when ``leak`` is set."""
-        return f"{message} (received {self.auth!r})" if self.b.leak else message
+        """``message``, echoing the Authorization header it received when ``leak`` is set: as
+        it came and, when it carried a key, encoded three ways (see :mod:`..script`)."""
+        if not self.b.leak:
+            return message
+        key = self.auth.removeprefix("Bearer ")
+        if not key:
+            return f"{message} (received {self.auth!r})"
+        basic = base64.b64encode(f"user:{key}".encode()).decode()
+        header = base64.urlsafe_b64encode(self.auth.encode()).decode()
+        quoted = urllib.parse.quote(key, safe="")
+        return (
+            f"{message} (received {self.auth!r}, i.e. Basic {basic}, {header} in URL-safe "
+            f"base64, ?key={quoted} in a URL)"
+        )
 
     async def _error_body(self) -> None:
         message = self._leaked("Upstream error: provider returned an invalid response")

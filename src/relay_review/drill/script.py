@@ -74,7 +74,9 @@ limit: ``413@groq,over=1500`` refuses the whole diff and answers its smaller par
 
 ``leak`` makes the reply or error message echo the ``Authorization`` header it received (for
 tests proving the key never reaches an Outcome): error statuses, ``error-body``, ``sse-error``,
-``garbage`` (inside the unparsable data) and every kind that streams the reply text.
+``garbage`` (inside the unparsable data) and every kind that streams the reply text. The key is
+echoed encoded too, as servers that print what they received do: in base64 as a ``Basic``
+credential (``user:<key>``), the whole header in URL-safe base64, and percent-encoded.
 
 Examples: ``healthy@0.3``, ``drip@0.2,n=20``, ``429@5,date``, ``500@stall``,
 ``healthy@0.1>stall`` (the first request is answered, later ones stall: a probe that passes and

@@ -11,17 +11,21 @@ unparsable SSE event, a 429, a context-length 400 and in the reply that serves t
 
 "In part" means any 8 consecutive characters of a key (its first 8 included): each canary is
 random enough that such a window cannot appear by chance. The Markdown-escaped form of each key
-(``_`` -> ``\\_``) is scanned for too.
+(``_`` -> ``\\_``) is scanned for too, and so are its encoded forms, which the fleet echoes as
+well: percent-encoded (the self-hosted token holds ``+`` and ``/``) and base64 (standard and
+URL-safe) at each of the three alignments a key can have in encoded bytes.
 """
 
 from __future__ import annotations
 
+import base64
 import json
 import subprocess
 import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import pytest
 
@@ -37,7 +41,7 @@ CANARIES: dict[str, str] = {
     "NVIDIA_NIM_API_KEY_SUB": "Sb8nCanW_nvapi-Jm3Qe6Vr1Tz9Xc4Fg2Ak7",
     "OPENCODE_API_KEY": "Oc2zCanY-zen_Pw5Ks8Hd3Nb7Mq1Rv6Ty4",
     "OPENCODE_GO_API_KEY": "Go6gCanX-zen-go_Lt4Wy9Bj2Cs7Ep3Uk8",
-    "SELFHOST_TOKEN": "Sh3hCanV_vllm-Fa6Gu1Ri8Dk5On2Ix7Pq9",
+    "SELFHOST_TOKEN": "Sh3hCanV_vllm+Fa6Gu1/Ri8Dk5On2Ix7Pq9",  # percent-encoding changes it
 }
 GITHUB_TOKEN = "Gh5tCanT_ghs_Yq2Hw7Mz4Pb9Lc3Vn6Ke1Dm8"
 WINDOW = 8
@@ -138,11 +142,19 @@ models_dev_url = "{fleet.root_url}/no-models-dev/v1/models"
     return "\n".join(parts)
 
 
+def windows(text: str) -> set[str]:
+    return {text[i : i + WINDOW] for i in range(len(text) - WINDOW + 1)}
+
+
 def fragments(secret: str) -> set[str]:
-    """Every window of :data:`WINDOW` characters of ``secret``, and its escaped forms."""
-    windows = {secret[i : i + WINDOW] for i in range(len(secret) - WINDOW + 1)}
-    escaped = {w.replace("_", "\\_") for w in windows}
-    return windows | escaped
+    """Every window of :data:`WINDOW` characters of ``secret`` and of its encoded forms (the
+    base64 ones without the 4 characters at each end, which what comes before and after the key
+    also decides), and their escaped forms."""
+    found = windows(secret) | windows(quote(secret, safe=""))
+    for lead in (b"", b"x", b"xy"):  # the key's bytes start at each offset of a 3-byte group
+        encoded = base64.b64encode(lead + secret.encode()).decode()[4:-4]
+        found |= windows(encoded) | windows(encoded.replace("+", "-").replace("/", "_"))
+    return found | {w.replace("_", "\\_") for w in found}
 
 
 def assert_no_canary(texts: Mapping[str, str], secrets: list[str]) -> None:
