@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from cli_harness import run_cli
-from relay_review.config import PreflightPolicy, parse_policy
+from relay_review.config import MemoryPolicy, PreflightPolicy, parse_policy
+from relay_review.config.schema import MAX_LIFETIME_S
 from relay_review.drill.fleet import FaultFleet
 from relay_review.drill.scenarios import (
     _MIXED,
@@ -129,14 +130,24 @@ def test_all_stalled_is_bounded_by_the_deadline(tmp_path: Path) -> None:
     assert all(r["status"] != "unprobed" or r["detail"] for r in report["readiness"])
 
 
-def test_warm_run_serves_the_remembered_route_with_one_request(tmp_path: Path) -> None:
+@pytest.mark.parametrize("lifetimes", ["default", "longest"])
+def test_warm_run_serves_the_remembered_route_with_one_request(
+    tmp_path: Path, lifetimes: str
+) -> None:
+    # "longest": every [memory] lifetime at its bound; a longer one (1e12 s) stored times that
+    # memory refuses to load back, and the warm run forgot its route without a word
+    policy = ""
+    if lifetimes == "longest":
+        policy = "[memory]\n" + "".join(
+            f"{k} = {MAX_LIFETIME_S}\n" for k in MemoryPolicy.model_fields
+        )
     scenario = mix(LAST)
     os.environ[PORT_ENV] = free_port()  # memory knows an account by its base URL
     try:
         with fleet_for(scenario) as fleet:
             state = ["--state", str(tmp_path / "state.json")]
-            chat(fleet, scenario, tmp_path, *state)
-            report, sent = chat(fleet, scenario, tmp_path, *state)
+            chat(fleet, scenario, tmp_path, *state, policy=policy)
+            report, sent = chat(fleet, scenario, tmp_path, *state, policy=policy)
     finally:
         del os.environ[PORT_ENV]
     assert report["served_by"]["agent_id"] == "/".join(LAST)

@@ -124,8 +124,8 @@ def show(value: Any) -> str:
     """A short, single-line rendering of a user's value for an error message."""
     if isinstance(value, bool):
         text = "true" if value else "false"
-    elif isinstance(value, float) and value.is_integer():
-        text = str(int(value))
+    elif isinstance(value, float) and value.is_integer() and abs(value) < 1e16:
+        text = str(int(value))  # 30.0 as 30; 1e308 stays 1e+308, not 309 digits
     elif isinstance(value, dict):
         text = "a table"
     elif isinstance(value, list):

@@ -37,7 +37,16 @@ def _opt(default: Any, allowed: str, **constraints: Any) -> Any:
 
 
 _URL = r"^https?://[^\s/]+\S*$"
-_SECONDS = {"gt": 0, "allow_inf_nan": False}
+#: The longest a bound (seconds: a timeout, a hedge delay, the run's deadline) may be: a day,
+#: longer than any job runs (GitHub's hosted ones stop at 6 h). More is a typo, not a setting.
+MAX_BOUND_S = 86_400
+#: The longest a memory lifetime (``[memory]``, seconds) may be: ten years, which keeps every
+#: time memory stores in the range it accepts back (a longer one was written and then dropped).
+MAX_LIFETIME_S = 10 * 365 * 86_400
+_SECONDS = {"gt": 0, "le": MAX_BOUND_S, "allow_inf_nan": False}
+_BOUND = f"a number of seconds > 0, at most {MAX_BOUND_S} (a day)"
+_LIFETIME = {"gt": 0, "le": MAX_LIFETIME_S, "allow_inf_nan": False}
+_LIFE = f"a number of seconds > 0, at most {MAX_LIFETIME_S} (ten years)"
 
 
 class _Section(BaseModel):
@@ -92,7 +101,7 @@ class AccountPolicy(_Section):
 class DiscoveryPolicy(_Section):
     """``[discovery]``: the bound and endpoints of model-list discovery (URLs overridable)."""
 
-    timeout: float = _opt(15.0, "a number of seconds > 0", **_SECONDS)
+    timeout: float = _opt(15.0, _BOUND, **_SECONDS)
     models_dev_url: str = _opt(MODELS_DEV_URL, "an http:// or https:// URL", pattern=_URL)
     zdr_url: str = _opt(OPENROUTER_ZDR_URL, "an http:// or https:// URL", pattern=_URL)
     #: Read OpenRouter's published endpoint uptime and key facts (listings, no completion).
@@ -117,10 +126,10 @@ class PreflightPolicy(_Section):
     """
 
     probe_budget: int = _opt(6, "a whole number >= 0", ge=0)
-    probe_timeout: float = _opt(10.0, "a number of seconds > 0", **_SECONDS)
+    probe_timeout: float = _opt(10.0, _BOUND, **_SECONDS)
     mode: Literal["hedged", "eager"] = _opt("hedged", '"hedged" or "eager"')
-    hedge_delay_max: float = _opt(0.5, "a number of seconds > 0", **_SECONDS)
-    hedge_answer_max: float = _opt(5.0, "a number of seconds > 0", **_SECONDS)
+    hedge_delay_max: float = _opt(0.5, _BOUND, **_SECONDS)
+    hedge_answer_max: float = _opt(5.0, _BOUND, **_SECONDS)
 
 
 #: ``serving.first_token`` when unset (it is then also at most ``serving.attempt``).
@@ -134,12 +143,12 @@ class ServingPolicy(_Section):
     set explicitly it must be at most ``attempt``; unset it is 60 s or ``attempt`` if shorter.
     """
 
-    connect: float = _opt(5.0, "a number of seconds > 0", **_SECONDS)
-    first_byte: float = _opt(20.0, "a number of seconds > 0", **_SECONDS)
-    first_token: float | None = _opt(None, "a number of seconds > 0", **_SECONDS)
-    idle: float = _opt(30.0, "a number of seconds > 0", **_SECONDS)
-    attempt: float = _opt(180.0, "a number of seconds > 0", **_SECONDS)
-    deadline: float = _opt(600.0, "a number of seconds > 0", **_SECONDS)
+    connect: float = _opt(5.0, _BOUND, **_SECONDS)
+    first_byte: float = _opt(20.0, _BOUND, **_SECONDS)
+    first_token: float | None = _opt(None, _BOUND, **_SECONDS)
+    idle: float = _opt(30.0, _BOUND, **_SECONDS)
+    attempt: float = _opt(180.0, _BOUND, **_SECONDS)
+    deadline: float = _opt(600.0, _BOUND, **_SECONDS)
 
     @property
     def first_token_bound(self) -> float:
@@ -238,8 +247,9 @@ class GitHubPolicy(_Section):
     timeout: float = _opt(
         30.0,
         "a number of seconds > 0 and at most 300 (a GitHub connect or read)",
+        gt=0,
         le=300,
-        **_SECONDS,
+        allow_inf_nan=False,
     )
     write_interval: float = _opt(
         1.0,
@@ -289,15 +299,15 @@ class MemoryPolicy(_Section):
     ``findings``: a finding's state across pushes (first seen, fixed, dismissed).
     """
 
-    proven: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
-    dead: float = _opt(86400.0, "a number of seconds > 0", **_SECONDS)
-    rate_limited: float = _opt(300.0, "a number of seconds > 0", **_SECONDS)
-    timeout: float = _opt(300.0, "a number of seconds > 0", **_SECONDS)
-    timeout_max: float = _opt(3600.0, "a number of seconds > 0", **_SECONDS)
-    server_error: float = _opt(60.0, "a number of seconds > 0", **_SECONDS)
-    review: float = _opt(14 * 86400.0, "a number of seconds > 0", **_SECONDS)
+    proven: float = _opt(3600.0, _LIFE, **_LIFETIME)
+    dead: float = _opt(86400.0, _LIFE, **_LIFETIME)
+    rate_limited: float = _opt(300.0, _LIFE, **_LIFETIME)
+    timeout: float = _opt(300.0, _LIFE, **_LIFETIME)
+    timeout_max: float = _opt(3600.0, _LIFE, **_LIFETIME)
+    server_error: float = _opt(60.0, _LIFE, **_LIFETIME)
+    review: float = _opt(14 * 86400.0, _LIFE, **_LIFETIME)
     #: A finding's state across pushes (first seen, fixed, dismissed), by fingerprint.
-    findings: float = _opt(90 * 86400.0, "a number of seconds > 0", **_SECONDS)
+    findings: float = _opt(90 * 86400.0, _LIFE, **_LIFETIME)
 
 
 class StatePolicy(_Section):

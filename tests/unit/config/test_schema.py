@@ -231,12 +231,23 @@ def test_full_policy_round_trip() -> None:
         ),
         (
             "[discovery]\ntimeout = 0",
-            "relay-review.toml: discovery.timeout = 0 is not allowed; use a number of seconds > 0",
+            "relay-review.toml: discovery.timeout = 0 is not allowed; "
+            "use a number of seconds > 0, at most 86400 (a day)",
         ),
         (
             "[discovery]\ntimeout = inf",
             "relay-review.toml: discovery.timeout = inf is not allowed; "
-            "use a number of seconds > 0",
+            "use a number of seconds > 0, at most 86400 (a day)",
+        ),
+        (
+            "[serving]\ndeadline = 1e308",
+            "relay-review.toml: serving.deadline = 1e+308 is not allowed; "
+            "use a number of seconds > 0, at most 86400 (a day)",
+        ),
+        (
+            "[memory]\nproven = 1e12",
+            "relay-review.toml: memory.proven = 1000000000000 is not allowed; "
+            "use a number of seconds > 0, at most 315360000 (ten years)",
         ),
         (
             '[discovery]\nmodels_dev_url = "models.dev"',
@@ -250,7 +261,8 @@ def test_full_policy_round_trip() -> None:
         ),
         (
             '[serving]\nidle = "30s"',
-            "relay-review.toml: serving.idle = '30s' is not allowed; use a number of seconds > 0",
+            "relay-review.toml: serving.idle = '30s' is not allowed; "
+            "use a number of seconds > 0, at most 86400 (a day)",
         ),
         (
             "[serving]\nattempt = 700",
