@@ -90,3 +90,46 @@ async def test_a_groq_413_re_plans_the_chunk_for_the_route_that_can_take_it() ->
 def text(request: RecordedRequest) -> str:
     """Every message's content of a recorded chat request, joined as the fleet counts it."""
     return "\n".join(str(m.get("content", "")) for m in (request.body or {}).get("messages", []))
+
+
+def wide_diff(files: int = 12, lines: int = 30) -> DiffIndex:
+    """``files`` new files of ``lines`` lines: one chunk at the default policy (~5,900 tokens)."""
+    return DiffIndex.from_diff(
+        "".join(
+            f"diff --git a/pkg/m{i}.py b/pkg/m{i}.py\nnew file mode 100644\n--- /dev/null\n"
+            f"+++ b/pkg/m{i}.py\n@@ -0,0 +1,{lines} @@\n"
+            + "".join(
+                f"+def f_{i}_{j}(v):  return v * {j} + {i}  # some padding\n" for j in range(lines)
+            )
+            for i in range(files)
+        )
+    )
+
+
+@pytest.mark.parametrize("limit", [300, 6000])
+async def test_a_re_plan_costs_at_most_max_chunks_requests(limit: int) -> None:
+    """A 413 naming a tiny tier limit (a faulty provider's, or a small tier's) and a route whose
+    400 names its 8,192-token window, at the default policy: the chunk is re-planned for the
+    window that can take it (the 413's route is out for the run) and never into more parts than
+    ``review.max_chunks``. Before, the reply's room was reserved twice (the repair round) and
+    the parts fell to 256 tokens: the 12-file pull request cost 51 requests, a free OpenRouter
+    account's whole day."""
+    over = 9000  # characters: the whole chunk is refused, the parts are not
+    scenario = Scenario(
+        "tiny-413",
+        "a 413 naming a tiny limit first, a context window next",
+        {
+            "nim_a": {MODEL: f"413@groq,n={limit},over={over}"},
+            "nim_b": {"vendor/reviewer": f"context@over={over}"},
+        },
+        healthy=None,
+    )
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        report = (
+            await run_review(wide_diff(), catalog, Policy(), drill_environ(scenario))
+        ).to_json()
+        sent = [route(r) for r in fleet.requests if r.is_chat]
+    assert sent.count(f"nim_a/{MODEL}") == 1
+    assert len(sent) <= Policy().review.max_chunks + 1, len(sent)  # the whole chunk, then parts
+    assert report["decision"] != "unavailable", report["attempts"][:3]

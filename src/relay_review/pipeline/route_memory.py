@@ -76,13 +76,22 @@ def _memo_for(
     memory: Memory, agent_id: str, account: str, now: float, origins: Origins
 ) -> tuple[RouteMemo, str] | None:
     """The fresh memo that decides a route, and where it came from ("": this record): its
-    account's (dead) first, then its own."""
-    for memo, where in (
-        (memory.accounts.get(account), origins.accounts.get(account, "")),
-        (memory.routes.get(agent_id), origins.routes.get(agent_id, "")),
-    ):
-        if memo is not None and memo.until > now:
-            return memo, where
+    account's (dead) first, then its own; but a proof that the route served *after* its
+    account's memo was written (a record merged from another pull request's, or from a run that
+    had not seen it) is the newer fact, and the route is served."""
+    mine = memory.routes.get(agent_id)
+    fresh_mine = mine if mine is not None and mine.until > now else None
+    theirs = memory.accounts.get(account)
+    newer_proof = (
+        fresh_mine is not None
+        and fresh_mine.state == "proven"
+        and theirs is not None
+        and fresh_mine.at > theirs.at
+    )
+    if theirs is not None and theirs.until > now and not newer_proof:
+        return theirs, origins.accounts.get(account, "")
+    if fresh_mine is not None:
+        return fresh_mine, origins.routes.get(agent_id, "")
     return None
 
 
@@ -230,7 +239,10 @@ def classify(
     controls) may be about that text: it cools the route for ``server_error`` only, so one pull
     request cannot mark a route dead for every run of the repository; a 400 to a probe (our own
     text), or one naming the model as invalid (OpenRouter's "is not a valid model ID"), is the
-    route's.
+    route's. A timeout of such a request may be the text's too (a prompt built to be slow to
+    read or to answer): it cools the route for ``server_error`` at most (never longer than
+    ``timeout``) and does not count toward the doubling, which only a timeout of our own probe
+    drives; other pull requests borrow this memo, and a shared store serves it to every run.
     """
     kind = outcome.kind
     if served:
@@ -257,6 +269,12 @@ def classify(
         wait = outcome.retry_after if outcome.retry_after else policy.rate_limited
         wait = min(wait, longest_ttl(policy))  # a provider's number, capped: never years
         return RouteMemo(state="cooling", outcome=kind.value, at=now, until=now + wait)
+    if kind is OutcomeKind.TIMEOUT and carried_input:
+        strikes = before.strikes if before and before.outcome == kind.value else 0
+        cooldown = min(policy.server_error, policy.timeout)
+        return RouteMemo(
+            state="cooling", outcome=kind.value, at=now, until=now + cooldown, strikes=strikes
+        )
     if kind is OutcomeKind.TIMEOUT:
         strikes = before.strikes + 1 if before and before.outcome == kind.value else 0
         cooldown = min(policy.timeout * 2**strikes, policy.timeout_max)

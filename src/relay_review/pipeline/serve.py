@@ -311,8 +311,9 @@ async def serve_chunks(
 
     async with session:
         results = list(await asyncio.gather(*(one(c) for c in chunks)))
+        room = r.max_chunks - len(chunks)  # chunks the re-planned parts may add, all told
         for i, (chunk, result) in enumerate(zip(chunks, results, strict=True)):
-            smaller = replan_too_long(chunk, result, policy)
+            smaller = replan_too_long(chunk, result, policy, max_parts=room + 1)
             if not smaller:
                 continue
             # a 400 naming a context window: that route takes the smaller parts; a 413 (a
@@ -334,6 +335,7 @@ async def serve_chunks(
                 chunk.number,
                 len(smaller),
             )
+            room -= len(smaller) - 1
             parts = list(await asyncio.gather(*(one(c) for c in smaller)))
             results[i] = merge_parts(result, parts)
         return results
@@ -369,15 +371,20 @@ def requested_tokens(detail: str) -> int | None:
     return int(tier.group(2)) if tier and tier.group(2) else None
 
 
-def replan_too_long(chunk: Chunk, result: ServeResult, policy: Policy) -> list[Chunk]:
+def replan_too_long(
+    chunk: Chunk, result: ServeResult, policy: Policy, max_parts: int | None = None
+) -> list[Chunk]:
     """Smaller chunks for a chunk no route served because a route said it was too long.
 
     A refusal naming its limit (a context window, or the "Limit N" of Groq's 413): planned for
-    the smallest such limit less ``max_output_tokens`` (and, when the refusal counted the
-    request as "Requested M", at most the share of the chunk that fits N), at most half the
-    chunk. A 413 naming no limit: half the chunk. Never below ``MIN_CHUNK_TOKENS``; ``[]`` when
-    there is no such answer or the chunk cannot shrink. Tried once (the parts are not
-    re-planned again).
+    the smallest such limit less ``max_output_tokens`` (and the repair round's room when the
+    limit leaves a part of ``MIN_CHUNK_TOKENS`` beside it; when the refusal counted the request
+    as "Requested M", at most the share of the chunk that fits N), at most half the chunk. A
+    limit that leaves no room for the smallest part beside the reply is no guide (a part sized
+    for it could not be sent either). A 413 naming no usable limit: half the chunk. ``[]``
+    when there is no such answer, the chunk cannot shrink, or the parts would be more than
+    ``max_parts`` (what ``review.max_chunks`` leaves: each part is a request). Tried once (the
+    parts are not re-planned again).
     """
     if result.ok:
         return []
@@ -386,9 +393,10 @@ def replan_too_long(chunk: Chunk, result: ServeResult, policy: Policy) -> list[C
     fits: list[int] = []
     for a in too_long:
         limit = context_limit(a.detail)
-        if limit is None:
+        fit = None if limit is None else part_budget(limit, r.max_output_tokens)
+        if limit is None or fit is None:
             continue
-        fits.append(diff_budget(limit, r.max_output_tokens))
+        fits.append(fit)
         requested = requested_tokens(a.detail)
         if requested is not None and requested > max(limit, r.max_output_tokens):
             share = (limit - r.max_output_tokens) / (requested - r.max_output_tokens)
@@ -396,12 +404,37 @@ def replan_too_long(chunk: Chunk, result: ServeResult, policy: Policy) -> list[C
     if not fits and not any(a.http_status == 413 for a in too_long):
         return []
     budget = max(MIN_CHUNK_TOKENS, min([*fits, chunk.tokens // 2]))
-    if budget >= chunk.tokens:
+    if budget >= chunk.tokens or (max_parts is not None and max_parts < 2):
         return []
-    plan = plan_chunks(DiffIndex(chunk.files), budget, exclude=(), max_line_chars=r.max_line_chars)
+    plan = plan_chunks(
+        DiffIndex(chunk.files),
+        budget,
+        exclude=(),
+        max_line_chars=r.max_line_chars,
+        max_chunks=max_parts,
+    )
     if len(plan.chunks) < 2 or any(f.left_out for f in plan.files):
+        if max_parts is not None and any(f.left_out for f in plan.files):
+            log.info(
+                "review: chunk %d was too long; %d-token parts would be more than the %d "
+                "review.max_chunks leaves: not re-planned",
+                chunk.number,
+                budget,
+                max_parts,
+            )
         return []
     return plan.chunks
+
+
+def part_budget(limit: int, max_output_tokens: int) -> int | None:
+    """Diff tokens a part may hold for a route whose limit (context window or tier) is
+    ``limit``: room for the repair round too when that leaves at least ``MIN_CHUNK_TOKENS``,
+    else room for the reply alone; None when not even that leaves ``MIN_CHUNK_TOKENS``."""
+    for repair_round in (True, False):
+        fit = diff_budget(limit, max_output_tokens, repair_round=repair_round)
+        if fit >= MIN_CHUNK_TOKENS:
+            return fit
+    return None
 
 
 def merge_parts(whole: ServeResult, parts: list[ServeResult]) -> ServeResult:

@@ -18,7 +18,7 @@ from relay_review.drill.review import drill_reply
 from relay_review.drill.script import TRIGGER
 from relay_review.pipeline.route_memory import classify, recall, remember
 from relay_review.providers.chat.status import classify_http_error
-from relay_review.records import Outcome, OutcomeKind
+from relay_review.records import Outcome, OutcomeKind, Readiness
 from relay_review.routing.board import RouteBoard
 from relay_review.state.memory import Memory, RouteMemo
 
@@ -146,6 +146,48 @@ def test_a_plain_400_to_the_pull_requests_text_only_cools_the_route() -> None:
     invalid = classify_http_error(400, JSON, body("vendor/x is not a valid model ID", 400))
     board.note("gw/review", invalid, carried_input=True)  # about the model, not the text
     assert remember(Memory(), board, NOW, POLICY).routes["gw/review"].state == "dead"
+
+
+def test_a_timeout_of_the_pull_requests_text_cools_briefly_and_never_doubles() -> None:
+    """A prompt can be built to be slow to read or to answer: a timeout of a request that
+    carried the author's text cools the route for ``server_error`` at most, without a strike,
+    because other pull requests borrow the memo (an audit: one pull request cooled a route for
+    every other one of the repository for 5 minutes, doubling to an hour). A timeout of our
+    own probe is the route's, and doubles."""
+    timeout = Outcome(kind=OutcomeKind.TIMEOUT)
+    before = None
+    for _ in range(4):  # pushes of the same pull request
+        before = classify(
+            timeout, served=False, now=NOW, policy=POLICY, before=before, carried_input=True
+        )
+        assert before is not None and before.state == "cooling"
+        assert before.until == NOW + POLICY.server_error and before.strikes == 0
+    probe = classify(timeout, served=False, now=NOW, policy=POLICY, before=before)
+    assert probe is not None and probe.until == NOW + POLICY.timeout * 2  # the route's: a strike
+    short = MemoryPolicy(server_error=900.0, timeout=120.0)  # never longer than a route's own
+    memo = classify(timeout, served=False, now=NOW, policy=short, carried_input=True)
+    assert memo is not None and memo.until == NOW + 120.0
+
+
+def test_a_proof_newer_than_its_accounts_memo_serves_the_route() -> None:
+    """An account memo (402, 5 h ago) and a newer proof that one of its routes served (another
+    pull request's record, merged into this one's): the newer fact decides, either way round.
+    Before, the account's memo always came first: the route stayed rejected for up to a day."""
+    dead = RouteMemo(state="dead", outcome="payment_required", at=NOW - 5 * 3600, until=NOW + 3600)
+    proven = RouteMemo(state="proven", outcome="ok", at=NOW - 120, until=NOW + 3480)
+    for routes, accounts, status in (
+        ({"or/m": proven}, {"or": dead}, Readiness.UNPROBED),
+        ({"or/m": proven.model_copy(update={"at": NOW - 6 * 3600})}, {"or": dead}, None),
+        (
+            {"or/m": RouteMemo(state="cooling", outcome="timeout", at=NOW - 60, until=NOW + 60)},
+            {"or": dead},
+            None,
+        ),
+    ):
+        board = RouteBoard([entry("or", "m", "openrouter")])
+        recall(board, Memory(routes=routes, accounts=accounts), NOW)
+        expected = status or Readiness.REJECTED  # an older proof, or no proof: the account's
+        assert board.status("or/m") is expected, board.probes["or/m"].detail
 
 
 def test_remember_skips_content_refusals_and_keeps_what_was_known() -> None:

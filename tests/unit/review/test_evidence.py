@@ -615,6 +615,56 @@ def test_a_groq_413_re_plans_for_its_limit(limit: int, requested: int) -> None:
     assert sum(len(p.paths) for p in parts) >= 8
 
 
+def wide_chunk(files: int = 40, lines: int = 30):
+    """One chunk of ``files`` new files, about 490 tokens each."""
+    diff = "".join(
+        f"diff --git a/pkg/m{i}.py b/pkg/m{i}.py\nnew file mode 100644\n--- /dev/null\n"
+        f"+++ b/pkg/m{i}.py\n@@ -0,0 +1,{lines} @@\n"
+        + "".join(
+            f"+def f_{i}_{j}(v):  return v * {j} + {i}  # some padding\n" for j in range(lines)
+        )
+        for i in range(files)
+    )
+    [chunk] = plan_chunks(DiffIndex.from_diff(diff), 100_000).chunks
+    return chunk
+
+
+def too_long(limit: int, status: int = 400) -> ServeResult:
+    detail = f"HTTP {status}: the request exceeds the available context size ({limit} tokens)"
+    return ServeResult(
+        attempts=[
+            Attempt(agent_id="r/m", outcome="context_too_long", http_status=status, detail=detail)
+        ]
+    )
+
+
+def test_a_re_plan_never_makes_more_parts_than_max_chunks_leaves() -> None:
+    """Each part is a request: a chunk re-planned into more parts than ``review.max_chunks``
+    leaves is not re-planned (a 40-file chunk refused by a 8,192-token route at the default
+    policy needs some 40 parts; it was split into 96 parts of 256 tokens, one request each)."""
+    chunk, pol = wide_chunk(), Policy()
+    assert serve.replan_too_long(chunk, too_long(8192), pol, max_parts=20) == []
+    parts = serve.replan_too_long(chunk, too_long(8192), pol, max_parts=None)
+    assert 20 < len(parts) <= 60  # sized for the window, not for the 256-token floor
+    small = wide_chunk(files=8)
+    parts = serve.replan_too_long(small, too_long(8192), pol, max_parts=20)
+    assert 2 <= len(parts) <= 20 and sum(len(p.paths) for p in parts) >= 8
+    assert serve.replan_too_long(small, too_long(8192), pol, max_parts=1) == []
+
+
+def test_a_limit_with_no_room_beside_the_reply_is_no_guide() -> None:
+    """A 2,048-token window cannot hold the prompt and ``max_output_tokens`` (4,096) at all:
+    parts sized for it would be refused too, so the chunk is not split for it; a window with
+    room for the reply but not for the repair round sizes the parts for the reply alone."""
+    pol = Policy()
+    assert serve.part_budget(2048, pol.review.max_output_tokens) is None
+    assert serve.replan_too_long(wide_chunk(), too_long(2048), pol, max_parts=20) == []
+    out = pol.review.max_output_tokens
+    assert diff_budget(8192, out) < MIN_CHUNK_TOKENS  # the repair round's room: none left
+    assert serve.part_budget(8192, out) == diff_budget(8192, out, repair_round=False)
+    assert serve.part_budget(32768, out) == diff_budget(32768, out)  # room for both
+
+
 def test_a_looping_summary_is_junk() -> None:
     loop = "The report is a file that contains the data for the request. " * 5
     assert loops(loop)
