@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import socket
+import time
 from pathlib import Path
 from typing import Any
 
@@ -280,3 +281,69 @@ def test_keepalives_for_two_seconds_before_the_answer_cost_no_probe(tmp_path: Pa
     assert report["served_by"]["agent_id"] == "/".join(FIRST)
     assert len(sent) == 1 and sent[0].max_tokens != PROBE_TOKENS
     assert report["probes_sent"] == 0
+
+
+def _remember_proven(tmp: Path, scenario: Scenario, fleet: FaultFleet, *routes: str) -> Path:
+    """A state file in which a past run proved ``routes`` (agent ids), 0.1 s first byte."""
+    from relay_review.pipeline.memory import account_identities, route_keys
+    from relay_review.routing.catalog import build_catalog, parse_discovery
+    from relay_review.state import FileStore
+    from relay_review.state.memory import Memory, RouteMemo
+
+    entries = build_catalog(parse_discovery(discovery_for(scenario, fleet))).selected
+    keys = route_keys(entries, account_identities(entries, drill_environ(scenario)))
+    now = time.time()
+    memo = RouteMemo(state="proven", outcome="ok", at=now, until=now + 3600, first_byte_s=0.1)
+    path = tmp / "state.json"
+    FileStore(path).save(Memory(routes={keys[a]: memo for a in routes}))
+    return path
+
+
+def test_two_remembered_routes_the_first_now_stalling_is_hedged(tmp_path: Path) -> None:
+    """Memory proved the first two routes; the first now stalls. Its request is hedged at the
+    remembered first byte's delay: the other routes, the second remembered one included, are
+    probed, and a ready one takes the request over within seconds. Before, the second
+    remembered route, not yet sent, held the probes back until the first one's 20 s
+    first-byte bound."""
+    second = ("nim_b", "meta/llama-3.3-70b-instruct")
+    accounts = {name: dict(models) for name, models in _MIXED.items()}
+    accounts[FIRST[0]][FIRST[1]] = "stall"
+    accounts[second[0]][second[1]] = HEALTHY
+    scenario = Scenario("two-remembered", "first remembered route stalls", accounts, HEALTHY)
+    os.environ[PORT_ENV] = free_port()  # memory knows an account by its base URL
+    try:
+        with fleet_for(scenario) as fleet:
+            state = _remember_proven(tmp_path, scenario, fleet, "/".join(FIRST), "/".join(second))
+            report, sent = chat(fleet, scenario, tmp_path, "--state", str(state))
+    finally:
+        del os.environ[PORT_ENV]
+    assert report["served_by"]["agent_id"] != "/".join(FIRST)
+    assert report["time_to_reply_s"] < 5.0, report["attempts"]  # was 20 s: the first-byte bound
+    assert route(sent[0]) == "/".join(FIRST) and sent[0].max_tokens != PROBE_TOKENS
+    by_route: dict[str, int] = {}
+    for r in sent:
+        by_route[route(r)] = by_route.get(route(r), 0) + 1
+    assert max(by_route.values()) <= 2 and len(sent) <= len(by_route) + 1, by_route
+
+
+def test_a_remembered_route_a_faster_one_took_over_is_not_served_first_again(
+    tmp_path: Path,
+) -> None:
+    """A route proven in a past run stalls now and is cancelled when another is found ready:
+    memory drops its proof, so the next run serves the route that answered, with one request.
+    Before, the cancelled route stayed proven and every warm run sent it the request first."""
+    accounts = {name: dict(models) for name, models in _MIXED.items()}
+    accounts[FIRST[0]][FIRST[1]] = "stall"
+    accounts[LAST[0]][LAST[1]] = HEALTHY
+    scenario = Scenario("stale-proof", "a remembered route now stalls", accounts, HEALTHY)
+    os.environ[PORT_ENV] = free_port()
+    try:
+        with fleet_for(scenario) as fleet:
+            state = _remember_proven(tmp_path, scenario, fleet, "/".join(FIRST))
+            first, _ = chat(fleet, scenario, tmp_path, "--state", str(state))
+            report, sent = chat(fleet, scenario, tmp_path, "--state", str(state))
+    finally:
+        del os.environ[PORT_ENV]
+    assert any(a["outcome"] == "cancelled" for a in first["attempts"]), first["attempts"]
+    assert report["served_by"]["agent_id"] == "/".join(LAST)
+    assert [route(r) for r in sent] == ["/".join(LAST)]

@@ -290,12 +290,15 @@ def classify(
 
 def remember(memory: Memory, board: RouteBoard, now: float, policy: MemoryPolicy) -> Memory:
     """``memory`` updated with this run's outcomes on ``board`` (expired entries dropped; a
-    timed-out route's memo lingers up to ``timeout_max`` so its next cooldown can double)."""
+    timed-out route's memo lingers up to ``timeout_max`` so its next cooldown can double; a
+    route whose request a faster route took over loses its memo: proven no longer holds)."""
     routes = dict(memory.routes)
     accounts = dict(memory.accounts)
     for e in board.entries:
         outcome = board.outcomes.get(e.agent_id)
         if outcome is None:
+            if e.agent_id in board.cancelled:  # a faster route took its request: not proven
+                routes.pop(e.agent_id, None)
             continue
         served = e.agent_id in board.proven and e.agent_id not in board.out and outcome.ok
         if outcome.content_refusal and not served:

@@ -86,6 +86,9 @@ class RouteBoard:
         self.first_up: set[str] = set()
         #: route -> when (run clock) its unprobed request was sent (see :meth:`hedge_wait`)
         self.sending: dict[str, float] = {}
+        #: Routes whose request a faster route took over this run (``cancelled``): no outcome
+        #: of their own, but what memory said of them (proven) no longer holds.
+        self.cancelled: set[str] = set()
         #: Routes whose real request produced its first byte this run (they answer).
         self.first_bytes: set[str] = set()
         #: Routes whose unprobed request's 2xx stream started this run, keep-alive comments
@@ -291,14 +294,22 @@ class RouteBoard:
         byte came). Once its stream flows without an answer yet (keep-alive comments: see
         :meth:`alive`) the bound is ``answer_delay`` (``[preflight] hedge_answer_max``; never
         shorter than ``delay``). ``delay`` None (eager preflight, a remembered route): while it
-        is in play.
+        is in play. A first-up route whose request has not gone out (a second route a past run
+        proved) holds them back only while no first-up request is out: it is next in line, not
+        a reason to wait out a silent one (two remembered routes, the first now stalling, held
+        the probes back until its 20 s first-byte bound).
         """
         waits: list[float] = []
+        unsent = out = False
         for a in self.first_up:
             if a in self.out or self.is_held(a, now):
                 continue
             sent_at = self.sending.get(a)
-            if delay is None or a in self.first_bytes or sent_at is None:
+            if sent_at is None:
+                unsent = True
+                continue
+            out = True
+            if delay is None or a in self.first_bytes:
                 waits.append(float("inf"))
             else:
                 bound = delay
@@ -307,7 +318,21 @@ class RouteBoard:
                 due = sent_at + hedge_delay(self.remembered_first_byte.get(a), bound)
                 if due > now:
                     waits.append(due - now)
+        if unsent and (delay is None or not out):
+            waits.append(float("inf"))
         return min(waits) if waits else None
+
+    def idle_first_up(self) -> list[CatalogEntry]:
+        """Routes served first (a past run proved them) whose request has not gone out and that
+        are still in play: when the hedge fires, they are probed like the unsettled ones (a
+        probe that says ready lets one take the request over)."""
+        return [
+            e
+            for e in self.entries
+            if e.agent_id in self.recalled_proven
+            and e.agent_id not in self.sending
+            and e.agent_id not in self.out
+        ]
 
     def unsettled(self) -> list[CatalogEntry]:
         """Routes memory said nothing about (the ones preflight may probe), in catalog order."""

@@ -403,6 +403,7 @@ def _cancelled(
     # no byte at all, or keep-alive comments only (the hedge signal is the answer's first byte)
     detail = f"no answer after {elapsed:g}s; {taker.agent_id} was found ready and took over"
     board.out.add(entry.agent_id)
+    board.cancelled.add(entry.agent_id)
     probe = board.probes[entry.agent_id]
     if probe.status is Readiness.UNPROBED:
         board.set(entry.agent_id, detail=f"sent unprobed, cancelled: {detail}")
