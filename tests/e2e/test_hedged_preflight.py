@@ -347,3 +347,32 @@ def test_a_remembered_route_a_faster_one_took_over_is_not_served_first_again(
     assert any(a["outcome"] == "cancelled" for a in first["attempts"]), first["attempts"]
     assert report["served_by"]["agent_id"] == "/".join(LAST)
     assert [route(r) for r in sent] == ["/".join(LAST)]
+
+
+def test_a_run_cut_short_by_its_deadline_leaves_no_timeouts_in_memory(tmp_path: Path) -> None:
+    """A run whose deadline (1.5 s) struck while its probes and its lead were out: those are
+    abandoned, not the routes' timeouts, and memory keeps none of them, so the next run (the
+    default deadline) probes and serves. Before, every route was remembered cooling for 5
+    minutes and the next run sent no request at all."""
+    accounts = {
+        "a1": {"m/stall": "stall"},
+        "a2": {"m/late": "healthy@2"},
+        "a3": {"m/stall": "stall"},
+    }
+    scenario = Scenario("cut", "a run cut short by its deadline", accounts, "healthy@2")
+    os.environ[PORT_ENV] = free_port()
+    try:
+        with fleet_for(scenario) as fleet:
+            state = ["--state", str(tmp_path / "state.json")]
+            cut, _ = chat(fleet, scenario, tmp_path, *state, "--deadline", "1.5")
+            report, sent = chat(fleet, scenario, tmp_path, *state)
+    finally:
+        del os.environ[PORT_ENV]
+    assert cut["served_by"] is None
+    rows = {r["agent_id"]: r for r in cut["readiness"]}
+    assert rows["a2/m/late"]["status"] == "abandoned", rows["a2/m/late"]
+    assert "run deadline" in rows["a2/m/late"]["detail"]
+    memory = json.loads((tmp_path / "state.json").read_text())["routes"]
+    assert not any(m["outcome"] == "timeout" for m in memory.values()), memory
+    assert report["served_by"]["agent_id"] == "a2/m/late", report["readiness"]
+    assert sent, "the next run sent nothing"

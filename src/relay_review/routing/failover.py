@@ -291,7 +291,8 @@ async def _serve(
                 )
             continue
         result.attempts.append(attempt)
-        board.note(entry.agent_id, outcome, carried_input=True)
+        if not run.deadline_struck(outcome):  # the run's end is no fact about the route
+            board.note(entry.agent_id, outcome, carried_input=True)
         if accepted:
             probe = board.probes[entry.agent_id]
             if probe.status is Readiness.UNPROBED and not probe.sent and not probe.detail:
@@ -473,7 +474,7 @@ async def attempt_on(
     detail = outcome_detail(outcome) if not outcome.ok else why
     if note:
         detail = f"{detail}; {note}" if detail else note
-    if outcome.kind is OutcomeKind.TIMEOUT and clock() >= run.deadline_at - 0.05:
+    if run.deadline_struck(outcome):
         detail += " (bounded by the run deadline)"
     attempt = Attempt(
         agent_id=entry.agent_id,

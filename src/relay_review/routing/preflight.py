@@ -188,6 +188,16 @@ async def _probe(board: RouteBoard, run: RunContext, entry: CatalogEntry, timeou
         )
     finally:
         board.in_flight.discard(entry.agent_id)
+    if run.deadline_struck(outcome):  # cut short by the run's end: no fact about the route
+        board.set(
+            entry.agent_id,
+            status=Readiness.ABANDONED,
+            detail=f"probe sent, abandoned when the run deadline struck after "
+            f"{outcome.elapsed_s:.2f}s",
+            finished_at=run.clock(),
+        )
+        log.info("probe %s: abandoned at the run deadline", entry.agent_id)
+        return
     if outcome.sent:
         board.note(entry.agent_id, outcome)
     else:  # held back by the account budget: no probe went out, nothing to remember

@@ -86,6 +86,12 @@ class RunContext:
     #: when the pull request's text or a reply quotes one (a model sees ``***`` in its place)
     secrets: tuple[str, ...] = ()
 
+    def deadline_struck(self, outcome: Outcome) -> bool:
+        """Whether ``outcome`` is a timeout the run deadline cut short (its bound was what was
+        left of the run, not the route's own): nothing to hold against the route, so memory
+        keeps no such outcome and a probe so cut is abandoned, not timed out."""
+        return outcome.kind is OutcomeKind.TIMEOUT and self.clock() >= self.deadline_at - 0.05
+
 
 def without_secrets(messages: list[ChatMessage], secrets: tuple[str, ...]) -> list[ChatMessage]:
     """``messages`` with every one of ``secrets`` in their contents replaced by ``***``."""
