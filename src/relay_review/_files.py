@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import stat
 import tempfile
 from pathlib import Path
+
+
+class NotAFile(OSError):
+    """The path to write names something other than a regular file (a device, a FIFO, a
+    socket, a directory), which replacing would destroy."""
 
 
 def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
@@ -14,7 +20,13 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     The temporary name is random and opened with ``O_CREAT | O_EXCL`` (``mkstemp``), so a symlink
     planted at a guessable temporary name cannot redirect the write; ``os.replace`` swaps the
     directory entry, so a symlink at ``path`` itself is replaced, never written through.
+    :class:`NotAFile` when ``path`` (or what a symlink there points at) exists and is not a
+    regular file: ``--out /dev/stdout`` run as root replaced the device node with a file, and a
+    FIFO was replaced instead of written to.
     """
+    problem = not_a_file(path)
+    if problem:
+        raise NotAFile(f"{path} {problem}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -24,3 +36,19 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     except BaseException:
         Path(tmp).unlink(missing_ok=True)
         raise
+
+
+def not_a_file(path: Path) -> str | None:
+    """Why ``path`` cannot be written as a file by :func:`atomic_write` (None: it can): it
+    names no file (``''``, ``.``), or what is there (through a symlink) is a directory, a
+    device, a FIFO or a socket."""
+    if path.name in ("", ".", ".."):
+        return "names no file; give the path of a file to write"
+    try:
+        found = os.stat(path)
+    except OSError:  # nothing there (or a dangling symlink, replaced as any symlink is)
+        return None
+    if stat.S_ISREG(found.st_mode):
+        return None
+    what = "a directory" if stat.S_ISDIR(found.st_mode) else "not a regular file"
+    return f"is {what}; give the path of a file to write"

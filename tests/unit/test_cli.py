@@ -7,6 +7,7 @@ import argparse
 import contextlib
 import gc
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -64,6 +65,46 @@ def test_route_with_unknown_provider_and_no_base_url_exits_2_naming_it(
     assert "routes[1].base_url: missing, and provider 'my_gateway' has no default URL" in err
     ok = write_routes(tmp_path, [free("mine", "m", provider="x", base_url="http://h/v1")])
     assert cli.main(["catalog", "--discovery", str(ok)]) == 0
+
+
+DEEP = "[" * 100_000 + "]" * 100_000
+
+
+@pytest.mark.parametrize(
+    ("flag", "content", "said"),
+    [
+        ("--discovery", DEEP, "not valid JSON (nested too deeply)"),
+        ("--discovery", b"\xff\xfe{}", "not UTF-8 text"),
+        ("--zdr-feed", DEEP, "not valid JSON (nested too deeply)"),
+        ("--policy", "a = " + DEEP, "not valid TOML: nested too deeply"),
+    ],
+)
+def test_an_input_file_nested_too_deeply_or_not_text_exits_2_naming_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, content: str | bytes, said: str
+) -> None:
+    """Each was a RecursionError or UnicodeDecodeError traceback, exit 1 (a newcomer's audit)."""
+    routes = write_routes(tmp_path, [free("a", "m")])
+    bad = tmp_path / "bad"
+    bad.write_bytes(content if isinstance(content, bytes) else content.encode())
+    args = ["catalog", "--discovery", str(routes), flag, str(bad)]
+    assert cli.main(args if flag != "--discovery" else [*args[:2], str(bad)]) == 2
+    err = capsys.readouterr().err
+    assert said in err and str(bad) in err
+
+
+def test_discover_refuses_an_out_that_is_no_file_before_discovering(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``--out /dev/null`` (a device), a directory, ``''``: refused at once, exit 2, before any
+    request (as root, ``--out /dev/full`` replaced the device node with a JSON file)."""
+    for name in [k for k in os.environ if k.endswith(("_API_KEY", "_TOKEN", "_KEY_SUB"))]:
+        monkeypatch.delenv(name)  # refused before the keys are looked at, too
+    for out in ("/dev/null", str(tmp_path), ""):
+        assert cli.main(["discover", "--out", out]) == 2
+        err = capsys.readouterr().err
+        assert "--out" in err and (
+            "not a regular file" in err or "directory" in err or "names no file" in err
+        ), err
 
 
 def test_preflight_without_keys_exits_1_naming_the_variables(

@@ -197,10 +197,14 @@ def read_json(path: str, what: str) -> Any:
         text = Path(path).read_text(encoding="utf-8")
     except OSError as exc:
         raise UsageError(f"{what} {path}: cannot read ({exc.strerror or exc})") from None
+    except UnicodeDecodeError:
+        raise UsageError(f"{what} {path}: not UTF-8 text") from None
     try:
         return json.loads(text)
     except ValueError as exc:
         raise UsageError(f"{what} {path}: not valid JSON ({exc})") from None
+    except RecursionError:  # nested deeper than the interpreter's stack: no report is
+        raise UsageError(f"{what} {path}: not valid JSON (nested too deeply)") from None
 
 
 def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) -> Catalog:

@@ -16,6 +16,7 @@ import os
 import sys
 from pathlib import Path
 
+from relay_review._files import not_a_file
 from relay_review.commands.common import policy_path
 from relay_review.config import (
     key_conventions,
@@ -54,6 +55,12 @@ def add_parser(subparsers: argparse._SubParsersAction) -> argparse.ArgumentParse
 
 def run(args: argparse.Namespace) -> int:
     """Discover routes, write the report, print one progress line per account to stderr."""
+    out: Path = args.out
+    problem = not_a_file(out)
+    if problem:
+        raise UsageError(f"--out {out}: {problem}")
+    if not out.parent.is_dir():
+        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
     policy = load_policy(policy_path(args.policy))
     environ = dict(os.environ)
     accounts = resolve_accounts(policy, environ)
@@ -66,9 +73,6 @@ def run(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
         return 1
-    out: Path = args.out
-    if not out.parent.is_dir():
-        raise UsageError(f"--out {out}: directory {out.parent} does not exist")
 
     result = asyncio.run(discover(accounts, environ, policy.discovery))
     try:

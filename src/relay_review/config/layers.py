@@ -169,6 +169,8 @@ def parse_toml(text: str, source: str) -> dict[str, Any]:
         return tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
         raise UsageError(f"{source}: not valid TOML: {exc}") from None
+    except RecursionError:  # arrays or tables nested past the interpreter's stack
+        raise UsageError(f"{source}: not valid TOML: nested too deeply") from None
 
 
 def _check_consistency(policy: Policy, source: str) -> None:

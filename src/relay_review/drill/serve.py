@@ -41,8 +41,15 @@ def load_fleet(path: Path, port: int = 0) -> FaultFleet:
     """The fleet a config file describes; ValueError names the file and what is wrong in it."""
     try:
         return FaultFleet.from_config(load_config(path), port=port)
-    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:
+    except (OSError, ValueError, tomllib.TOMLDecodeError) as exc:  # UnicodeDecodeError too
         raise ValueError(f"bad fleet config {path}: {exc}") from None
+    except RecursionError:
+        raise ValueError(f"bad fleet config {path}: nested too deeply") from None
+    except (AttributeError, TypeError, KeyError):  # a value of the wrong type somewhere
+        raise ValueError(
+            f"bad fleet config {path}: expected a table of accounts, each with a list or a "
+            "table of models whose behaviours are text (see relay_review.drill.script)"
+        ) from None
 
 
 def serve_config(path: Path, port: int = 0) -> int:

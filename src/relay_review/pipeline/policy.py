@@ -150,7 +150,7 @@ def inline_key_envs(text: str | None) -> list[str]:
         return []
     try:
         data = tomllib.loads(text)
-    except tomllib.TOMLDecodeError:
+    except (tomllib.TOMLDecodeError, RecursionError):
         return []
     accounts = data.get("accounts")
     if not isinstance(accounts, list):

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from relay_review._files import atomic_write
+from relay_review._files import atomic_write, not_a_file
 from relay_review.state.ledger import Ledger
 from relay_review.state.memory import (
     MAX_BYTES,
@@ -34,6 +34,7 @@ from relay_review.state.memory import (
     decode,
     encode,
     newer_routes,
+    parse,
 )
 
 log = logging.getLogger("relay_review.state")
@@ -205,6 +206,8 @@ class FileStore:
     def __init__(self, path: str | Path, limit: int = 1024 * 1024) -> None:
         self.path = Path(path)
         self.limit = limit
+        #: What the last load found at the path instead of memory (None: memory or nothing).
+        self._kept: str | None = None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
@@ -217,6 +220,12 @@ class FileStore:
             os.close(fd)  # closing releases the lock
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
+        self._kept = None
+        problem = not_a_file(self.path)
+        if problem:  # a FIFO would block the read; a device is no place for memory
+            self._kept = problem.split(";")[0]
+            warn_unusable(str(self.path), f"it {self._kept}; it is not written either")
+            return Memory.of()
         try:
             with self._locked(), self.path.open("rb") as f:
                 data = f.read(self.limit + 1)  # never more than the bound into memory
@@ -225,21 +234,69 @@ class FileStore:
         except OSError as exc:
             warn_unusable(str(self.path), f"cannot read: {exc.strerror or exc}")
             return Memory.of()
+        self._kept = _not_memory(data, self.limit)
+        if self._kept:  # a file named by mistake (a discovery report, anything else)
+            warn_unusable(
+                str(self.path),
+                f"it holds {self._kept}, not relay-review memory; it is not written over: "
+                "remove it or name another file",
+            )
+            return Memory.of()
         try:
-            if len(data) > self.limit:
-                raise Unusable(f"more than the {self.limit} bytes allowed")
             return warn_entries(str(self.path), decode(data, self.limit, limits))
         except Unusable as exc:
             warn_unusable(str(self.path), str(exc))
             return Memory.of()
 
     def save(self, memory: Memory) -> None:
+        problem = not_a_file(self.path)  # no lock file beside a device either
+        if problem:
+            self._kept_back(problem.split(";")[0])
+            return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
             with self._locked():
+                kept = self._held()
+                if kept:
+                    self._kept_back(kept)
+                    return
                 atomic_write(self.path, encode(memory, self.limit), mode=0o600)
         except OSError as exc:
             log.warning("state %s not written (%s)", self.path, exc.strerror or exc)
+
+    def _kept_back(self, what: str) -> None:
+        """A save that must not replace what is at the path: one warning, unless the load said
+        so already."""
+        if what != self._kept:
+            log.warning(
+                "state %s not written: it holds %s, not relay-review memory; remove it or name "
+                "another file",
+                self.path,
+                what,
+            )
+
+    def _held(self) -> str | None:
+        """What the file at the path holds when it is not relay-review memory of any version,
+        which a save must not replace (None: no file, an empty one, or a memory record)."""
+        try:
+            with self.path.open("rb") as f:
+                return _not_memory(f.read(self.limit + 1), self.limit)
+        except FileNotFoundError:
+            return None
+
+
+def _not_memory(data: bytes, limit: int) -> str | None:
+    """What ``data`` holds when it is not a relay-review memory record of any version (an
+    object with a whole-number ``version``); None for one, and for an empty file."""
+    if not data.strip():
+        return None
+    try:
+        obj = parse(data, limit)
+    except Unusable as exc:
+        return f"data that is {exc}"
+    if not isinstance(obj, dict) or type(obj.get("version")) is not int:
+        return "JSON of another kind"
+    return None
 
 
 #: The hidden line of the sticky comment that carries the payload.

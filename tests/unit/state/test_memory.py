@@ -55,7 +55,7 @@ def test_file_store_round_trip_and_lock_beside(tmp_path: Path) -> None:
     [
         (b"{not json", "not valid JSON"),
         (b'{"version": 99}', "version"),
-        (b"[]", "not a JSON object"),
+        (b"[]", "JSON of another kind"),
         (b'{"version": 2, "routes": {"a": {"state": "zombie"}}}', "malformed"),
         (b'{"version": 1, "routes": {}}', "version"),  # an older release's record: ignored
         (b'{"version": 1, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}', "bytes"),

@@ -113,12 +113,14 @@ def test_a_bad_entry_in_a_file_is_dropped_with_one_warning_and_overwritten(
     store = FileStore(path)
     with caplog.at_level(logging.WARNING):
         memory = store.load(LIMITS)
-    if name.startswith("nested"):  # the whole record is too deep to parse: ignored whole
-        assert memory == Memory()
-    else:
-        assert memory.routes == {"good/m": GOOD_MEMO}
     (warning,) = warnings_of(caplog)
     assert str(path) in warning
+    if name.startswith("nested"):  # too deep to parse: not known to be memory, left alone
+        assert memory == Memory() and "not written over" in warning
+        store.save(memory)
+        assert path.read_bytes() == record(bad) and len(warnings_of(caplog)) == 1
+        return
+    assert memory.routes == {"good/m": GOOD_MEMO}
     store.save(memory)  # this run's save overwrites the bad entry
     caplog.clear()
     assert store.load(LIMITS) == memory and not warnings_of(caplog)
@@ -132,10 +134,11 @@ def test_a_bad_entry_in_a_file_is_dropped_with_one_warning_and_overwritten(
         (b'{"version": 1, "routes": {"a": "\xc3\x28"}}', "not UTF-8"),
         (deep(1000).encode(), "nested deeper"),
         (b'{"version": 1, "x": ' + deep(100).encode() + b"}", "nested deeper"),
-        (b'{"version": true}', "version"),
+        (b'{"version": true}', "JSON of another kind"),
+        (b'{"version": 1}', "this release reads"),
         (b'{"version": 1, "pad": "' + b"x" * (2 * 1024 * 1024) + b'"}', "more than"),
         (b"", "not valid JSON"),
-        (b"1e999", "not a JSON object"),
+        (b"1e999", "JSON of another kind"),
         # unterminated escaped quotes: linear to check (a backtracking scan took 15 s on 64 KB)
         (b'{"version": 1, "x": "' + b'\\"' * (256 * 1024), "not valid JSON"),
     ],
@@ -149,6 +152,67 @@ def test_a_record_unusable_as_a_whole_is_ignored_with_one_warning(
         assert FileStore(path).load(LIMITS) == Memory()
     (warning,) = warnings_of(caplog)
     assert why in warning
+
+
+@pytest.mark.parametrize(
+    ("content", "replaced"),
+    [
+        (b'{"routes": [{"account": "a", "model": "m"}]}', False),  # a discovery report
+        (b"# my notes\n", False),
+        (b"\xff\xfe\x00", False),
+        (b'{"version": 1, "x": ' + deep(100).encode() + b"}", False),
+        (b"", True),  # an empty file (mktemp's)
+        (b'{"version": 1, "routes": {}}', True),  # memory of another version: ours to replace
+        (b'{"version": 2, "routes": {"a/m": 5}}', True),  # ours, with a bad entry
+    ],
+)
+def test_a_save_never_replaces_a_file_that_is_not_memory(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, content: bytes, replaced: bool
+) -> None:
+    """``--state routes.json`` typed for ``--discovery routes.json`` replaced the discovery
+    report with memory (a newcomer's audit): a file holding anything but relay-review memory
+    (of any version) is left as it is, with a warning naming it."""
+    path = tmp_path / "state.json"
+    path.write_bytes(content)
+    store = FileStore(path)
+    memory = Memory(routes={"good/m": GOOD_MEMO})
+    with caplog.at_level(logging.WARNING):
+        store.load(LIMITS)
+        store.save(memory)
+    said = [w for w in warnings_of(caplog) if "not written" in w]
+    if replaced:
+        assert json.loads(path.read_text())["version"] == VERSION and not said
+    else:
+        assert path.read_bytes() == content
+        (warning,) = said  # said once, when it was loaded
+        assert str(path) in warning
+    with caplog.at_level(logging.WARNING):  # a save with no load first says it too
+        caplog.clear()
+        FileStore(path).save(memory)
+    assert bool([w for w in warnings_of(caplog) if "not written" in w]) is not replaced
+
+
+def test_a_write_never_replaces_a_device_a_fifo_or_a_directory(tmp_path: Path) -> None:
+    """``discover --out /dev/stdout`` (a symlink to a device) run as root replaced the device
+    node with a regular file, and a FIFO was replaced instead of written to."""
+    from relay_review._files import NotAFile, atomic_write, not_a_file
+
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    link = tmp_path / "out.json"
+    link.symlink_to(fifo)
+    for path in (fifo, link, tmp_path, Path("/dev/null")):
+        with pytest.raises(NotAFile, match=r"not a regular file|a directory"):
+            atomic_write(path, b"{}")
+    assert fifo.exists() and not fifo.is_file() and link.is_symlink()
+    assert not_a_file(Path("")) and not_a_file(Path("x/.."))
+    dangling = tmp_path / "dangling.json"
+    dangling.symlink_to(tmp_path / "nowhere")
+    atomic_write(dangling, b"{}")  # a symlink there is replaced, never written through
+    assert not dangling.is_symlink() and dangling.read_bytes() == b"{}"
+    assert not (tmp_path / "nowhere").exists()
+    FileStore(fifo).save(Memory())  # a warning, no exception, the FIFO left alone
+    assert not fifo.is_file()
 
 
 def test_a_file_is_never_read_past_its_bound(tmp_path: Path) -> None:
@@ -383,9 +447,11 @@ def in_process(*args: str) -> CliRun:
     ],
     ids=["nested-1000", "at-1e999", "not-utf8"],
 )
-def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_it(
+def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_only_memory(
     tmp_path: Path, content: bytes
 ) -> None:
+    """A record of ours with a bad entry is rewritten; a file that cannot be known to be memory
+    (too deep to parse, not UTF-8) is left as it is: it may be anything the flag named."""
     state = tmp_path / "state.json"
     state.write_bytes(content)
     # the deepest file as a process (interpreter's own stack); the others through cli.main
@@ -396,6 +462,9 @@ def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_it(
     assert "Traceback" not in run.stderr
     warnings = [line for line in run.stderr.splitlines() if f"state {state}" in line]
     assert len(warnings) == 1, run.stderr
+    if not content.startswith(b"{"):
+        assert state.read_bytes() == content and "not written over" in warnings[0]
+        return
     rewritten = json.loads(state.read_text(encoding="utf-8"))
     assert rewritten["version"] == VERSION and rewritten["routes"]  # this run's memory, valid
     assert FileStore(state).load().routes  # and it loads back without a warning
