@@ -297,3 +297,30 @@ def test_standalone_process_bad_config(tmp_path: Path) -> None:
     )
     assert proc.returncode == 2
     assert "unknown fault kind 'sleepy'" in proc.stderr
+
+
+@pytest.mark.parametrize(
+    "config",
+    ['"x"', "[]", '{"accounts": {"x": 5}}', '{"accounts": {"x": {"models": 5}}}',
+     '{"accounts": {"x": {"models": [5]}}}', '{"accounts": {"x": {"models": {"a": 5}}}}',
+     "[" * 100_000 + "]" * 100_000],
+)  # fmt: skip
+def test_a_fleet_config_of_the_wrong_shape_is_exit_2_naming_it(tmp_path: Path, config: str) -> None:
+    """Each was an AttributeError, TypeError or RecursionError traceback (a newcomer's audit)."""
+    from relay_review.drill.serve import serve_config
+
+    path = tmp_path / "fleet.json"
+    path.write_text(config)
+    assert serve_config(path) == 2
+
+
+def test_the_review_drill_names_the_policy_file_it_ran_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``drill --policy FILE`` applied the file but its footer said "built-in drill policy"."""
+    from relay_review import cli
+
+    policy = tmp_path / "p.toml"
+    policy.write_text("[review]\nallow_approve = false\n")
+    assert cli.main(["drill", "--policy", str(policy), "--format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["provenance"] == f"drill policy {policy}"

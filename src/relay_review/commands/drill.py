@@ -24,6 +24,7 @@ from relay_review.commands.common import (
     add_serving_args,
     add_state_arg,
     policy_from_args,
+    policy_path,
     store_from_args,
 )
 from relay_review.drill.report import format_drill
@@ -89,7 +90,9 @@ def run(args: argparse.Namespace) -> int:
     policy = policy_from_args(args)
     store = store_from_args(args, os.environ, policy)
     if args.scenario is None:
-        report = pipeline.run_sync(run_review_drill(policy, store))
+        path = policy_path(getattr(args, "policy", None))
+        origin = f"drill policy {path}" if path else "built-in drill policy"
+        report = pipeline.run_sync(run_review_drill(policy, store, origin))
         if args.format == "json":
             print(json.dumps(report.to_json(), indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
