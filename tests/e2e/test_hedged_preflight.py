@@ -376,3 +376,35 @@ def test_a_run_cut_short_by_its_deadline_leaves_no_timeouts_in_memory(tmp_path: 
     assert not any(m["outcome"] == "timeout" for m in memory.values()), memory
     assert report["served_by"]["agent_id"] == "a2/m/late", report["readiness"]
     assert sent, "the next run sent nothing"
+
+
+def test_the_hedge_never_hands_the_request_to_a_route_whose_budget_is_spent(
+    tmp_path: Path,
+) -> None:
+    """One account allowing 3 requests a minute: the lead (answering after 1.5 s) and two
+    probes spend them, the other probes are refused by the budget. A probed route found ready
+    must not take the request over: its request would be refused too, and the lead was about
+    to answer. Before, the lead was cancelled and the reply came when the minute freed (60 s)."""
+    accounts = {
+        "acc": {
+            "m1/a": "healthy@1.5",
+            "m2/b": "healthy@0.2",
+            "m3/c": "healthy@0.2",
+            "m4/d": "stall",
+            "m5/e": "404",
+        }
+    }
+    scenario = Scenario(
+        "spent", "an account whose minute the hedge spends", accounts, "healthy@0.2"
+    )
+    policy = (
+        '[serving]\ndeadline = 90\nattempt = 60\nfirst_token = 60\n\n[[accounts]]\nname = "acc"\n'
+        'kind = "openai_compatible"\nbase_url = "http://127.0.0.1:1/v1"\n'
+        'api_key_env = "RELAY_DRILL_KEY_ACC"\nrpm = 3\n'
+    )
+    with fleet_for(scenario) as fleet:
+        report, sent = chat(fleet, scenario, tmp_path, policy=policy)
+    assert report["served_by"]["agent_id"] == "acc/m1/a", report["attempts"]
+    assert report["time_to_reply_s"] < 10, report["attempts"]
+    assert not any(a["outcome"] == "cancelled" for a in report["attempts"])
+    assert len(sent) <= 3  # the budget's three

@@ -137,6 +137,14 @@ class AccountBudgets:
             sent=False,
         )
 
+    def closed(self, entry: CatalogEntry) -> bool:
+        """Whether the ledger refused ``entry``'s budget this run and the window it named has
+        not freed yet: a request on it now would be refused too (what this run heard; no
+        ledger call)."""
+        key, _ = self.budget_of(entry)
+        held = self._held.get(key)
+        return held is not None and held[0] > time.time()
+
     async def learn(self, entry: CatalogEntry, outcome: Outcome) -> None:
         """Close the account's window when the provider said nothing is left until a reset."""
         if outcome.kind is not OutcomeKind.RATE_LIMITED or outcome.http_status is None:

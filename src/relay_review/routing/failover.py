@@ -81,6 +81,7 @@ from relay_review.records import (
 from relay_review.routing import progress
 from relay_review.routing.accounts import account_consequences
 from relay_review.routing.board import MIN_HOLD_S, RouteBoard
+from relay_review.routing.budget import AccountBudgets
 from relay_review.routing.preflight import PROBE_TABLE
 from relay_review.routing.send import RunContext, api_key_for, outcome_detail, send
 
@@ -357,7 +358,7 @@ async def attempt_or_takeover(
     )
     try:
         while not task.done():
-            taker = _taker(board, entry, run.clock())
+            taker = _taker(board, entry, run.clock(), run.budgets)
             if taker is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -379,14 +380,21 @@ async def attempt_or_takeover(
             task.cancel()
 
 
-def _taker(board: RouteBoard, entry: CatalogEntry, now: float) -> CatalogEntry | None:
+def _taker(
+    board: RouteBoard, entry: CatalogEntry, now: float, budgets: AccountBudgets | None = None
+) -> CatalogEntry | None:
     """Another route, free now and known to answer, that should take the request over from
-    ``entry`` (None while ``entry``'s request has produced its first byte: it answers)."""
+    ``entry`` (None while ``entry``'s request has produced its first byte: it answers). Not
+    one whose account's budget this run heard closed: the request it would take over would be
+    refused, and the cancelled one may have answered (hedge probes can spend an account's last
+    slots of the minute; a lead that answered in 1.5 s was cancelled and the reply came at 60 s)."""
     if entry.agent_id in board.first_bytes:
         return None
     for e in board.available():
         other = e.agent_id != entry.agent_id
-        if other and board.confirmed(e.agent_id) and not board.is_held(e.agent_id, now):
+        if not other or not board.confirmed(e.agent_id) or board.is_held(e.agent_id, now):
+            continue
+        if budgets is None or not budgets.closed(e):
             return e
     return None
 
