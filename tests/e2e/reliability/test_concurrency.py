@@ -84,6 +84,13 @@ class Choreography:
                 self.first_lists.wait(timeout=HOOK_WAIT_S)
             except threading.BrokenBarrierError:
                 self.missed.append(step)
+        if self.barrier and step[1:] == ("create", 1):
+            # ... and both lists were answered: passing the barrier is not enough, a create
+            # landing before the other run's list answer was built showed it the comment (seen
+            # once in CI on a loaded machine: run A then found B's sticky and was stale)
+            other = "B" if step[0] == "A" else "A"
+            if not self.event((other, "list", 1)).wait(timeout=HOOK_WAIT_S):
+                self.missed.append(step)
         for needed in self.waits.get(step, []):
             if not self.event(needed).wait(timeout=HOOK_WAIT_S):
                 self.missed.append(step)
