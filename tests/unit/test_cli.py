@@ -77,12 +77,15 @@ DEEP = "[" * 100_000 + "]" * 100_000
         ("--discovery", b"\xff\xfe{}", "not UTF-8 text"),
         ("--zdr-feed", DEEP, "not valid JSON (nested too deeply)"),
         ("--policy", "a = " + DEEP, "not valid TOML: nested too deeply"),
+        ("--discovery", '{"x": 1}', 'expected an object with a "routes" list'),
+        ("--zdr-feed", "[]", 'expected an object with a "data" list'),
     ],
 )
-def test_an_input_file_nested_too_deeply_or_not_text_exits_2_naming_it(
+def test_a_bad_input_file_exits_2_naming_it(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], flag: str, content: str | bytes, said: str
 ) -> None:
-    """Each was a RecursionError or UnicodeDecodeError traceback, exit 1 (a newcomer's audit)."""
+    """Each was a RecursionError or UnicodeDecodeError traceback, exit 1, or (a report of
+    another shape) an error that did not name the file (a newcomer's audit)."""
     routes = write_routes(tmp_path, [free("a", "m")])
     bad = tmp_path / "bad"
     bad.write_bytes(content if isinstance(content, bytes) else content.encode())

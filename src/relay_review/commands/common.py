@@ -219,11 +219,31 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     policy = policy or policy_from_args(args)
     raw = read_json(args.discovery, "discovery report")
     feed = zdr_feed_path(args, raw)
-    return catalog_for(
-        parse_discovery(raw),
-        policy.catalog,
-        zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None,
-    )
+    try:
+        routes = parse_discovery(raw)
+    except UsageError as exc:
+        raise UsageError(_in_file(str(exc), "discovery report", args.discovery)) from None
+    try:
+        return catalog_for(
+            routes,
+            policy.catalog,
+            zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None,
+        )
+    except UsageError as exc:
+        message = str(exc)
+        if feed and message.startswith("ZDR feed: "):
+            raise UsageError(_in_file(message, "ZDR feed", feed)) from None
+        if message.startswith("routes["):
+            raise UsageError(_in_file(message, "discovery report", args.discovery)) from None
+        raise
+
+
+def _in_file(message: str, what: str, path: str) -> str:
+    """``message`` about a file's content (``what: ...`` or ``routes[1].x: ...``), naming the
+    file once: ``what path: ...``."""
+    if path in message:
+        return message
+    return f"{what} {path}: {message.removeprefix(f'{what}: ')}"
 
 
 def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -> None:
