@@ -5,6 +5,7 @@ on the fault fleet at the default (hedged) policy; the fleet's call log is the e
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -60,19 +61,8 @@ async def test_a_groq_413_re_plans_the_chunk_for_the_route_that_can_take_it() ->
     400), and takes the re-planned smaller parts: the review completes. Before, Groq's limit
     was not read and the 413 route was re-admitted and asked the parts too."""
     groq, window = f"nim_a/{MODEL}", "nim_b/vendor/reviewer"
-    scenario = Scenario(
-        "groq-413",
-        "a Groq tier limit first, a small context window next",
-        {
-            "nim_a": {MODEL: f"413@groq,n={GROQ_LIMIT},over={OVER}"},
-            "nim_b": {"vendor/reviewer": f"context@over={OVER}"},
-        },
-        healthy=None,
-    )
-    async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        report = (await run_review(INDEX, catalog, Policy(), drill_environ(scenario))).to_json()
-        sent = [(route(r), r) for r in fleet.requests if r.is_chat]
+    report, requests = await review_413_then_window(INDEX, GROQ_LIMIT, OVER)
+    sent = [(route(r), r) for r in requests]
     full = [r for who, r in sent if who == groq]
     assert len(full) == 1  # one full-size request, and never asked again for this run
     assert full[0].max_tokens == Policy().review.max_output_tokens  # the real request, no probe
@@ -85,6 +75,27 @@ async def test_a_groq_413_re_plans_the_chunk_for_the_route_that_can_take_it() ->
     row = next(r for r in report["readiness"] if r["agent_id"] == groq)
     assert row["status"] == "rejected" and row["http_status"] == 413
     assert "Limit 5000" in row["detail"], row
+
+
+async def review_413_then_window(
+    index: DiffIndex, limit: int, over: int
+) -> tuple[dict[str, Any], list[RecordedRequest]]:
+    """Review ``index`` at the default policy over two routes: ``nim_a`` answers Groq's 413
+    naming ``limit`` to a request over ``over`` characters, ``nim_b`` a 400 naming its
+    8,192-token context window to one; (the report's JSON, the chat requests sent)."""
+    scenario = Scenario(
+        "groq-413",
+        "a Groq tier limit first, a small context window next",
+        {
+            "nim_a": {MODEL: f"413@groq,n={limit},over={over}"},
+            "nim_b": {"vendor/reviewer": f"context@over={over}"},
+        },
+        healthy=None,
+    )
+    async with fleet_for(scenario, reply=drill_reply) as fleet:
+        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
+        report = await run_review(index, catalog, Policy(), drill_environ(scenario))
+        return report.to_json(), [r for r in fleet.requests if r.is_chat]
 
 
 def text(request: RecordedRequest) -> str:
@@ -114,22 +125,9 @@ async def test_a_re_plan_costs_at_most_max_chunks_requests(limit: int) -> None:
     ``review.max_chunks``. Before, the reply's room was reserved twice (the repair round) and
     the parts fell to 256 tokens: the 12-file pull request cost 51 requests, a free OpenRouter
     account's whole day."""
-    over = 9000  # characters: the whole chunk is refused, the parts are not
-    scenario = Scenario(
-        "tiny-413",
-        "a 413 naming a tiny limit first, a context window next",
-        {
-            "nim_a": {MODEL: f"413@groq,n={limit},over={over}"},
-            "nim_b": {"vendor/reviewer": f"context@over={over}"},
-        },
-        healthy=None,
-    )
-    async with fleet_for(scenario, reply=drill_reply) as fleet:
-        catalog = build_catalog(parse_discovery(discovery_for(scenario, fleet)))
-        report = (
-            await run_review(wide_diff(), catalog, Policy(), drill_environ(scenario))
-        ).to_json()
-        sent = [route(r) for r in fleet.requests if r.is_chat]
+    # over: characters; the whole chunk is refused, the parts are not
+    report, requests = await review_413_then_window(wide_diff(), limit, over=9000)
+    sent = [route(r) for r in requests]
     assert sent.count(f"nim_a/{MODEL}") == 1
     assert len(sent) <= Policy().review.max_chunks + 1, len(sent)  # the whole chunk, then parts
     assert report["decision"] != "unavailable", report["attempts"][:3]
