@@ -15,6 +15,7 @@ runner does; the other runs use the action's entrypoint in this process
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -427,3 +428,30 @@ def test_a_retargeted_base_does_not_mark_a_finding_fixed(
     assert two.report is not None
     assert two.report["lifecycle"]["counts"] == {"new": 0, "open": 2, "fixed": 0, "dismissed": 0}
     assert "0 new since the last push · 2 still open · 0 fixed · 0 dismissed" in sticky(overlay)
+
+
+def test_threads_on_a_file_github_did_not_list_stay_open(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    """Push 2 adds 3,000 files whose names sort before app/auth.py (unchanged: its findings'
+    lines are still there). GitHub lists 3,000 files at most, so app/auth.py is not listed:
+    nothing is known of it, and its threads stay open. Before, both were replied "fixed in"
+    and resolved (a helper's audit: an author could close any finding so)."""
+    overlay, gql, inputs, _ = first_push(tmp_path, github_mock, fleet)
+    threads = gql.all_threads()
+    filler = [api_file(f"aaa/f{i:04d}.png", "added", None, 0, 0) for i in range(2999)]
+    filler.append(api_file("aab/notes.txt", "added", "@@ -0,0 +1 @@\n+x", 1, 0))
+    next_push(github_mock, overlay, gql, SHA2)
+    VERDICT.update(summary="Nothing.", findings=[])
+    since = len(gql.requests)
+    two = run_in_process(
+        tmp_path / "two",
+        github_mock,
+        inputs,
+        payload=pr_payload(head_sha=SHA2, changed_files=3001),
+        files=[*filler, *files(QUERY_LINE)][:3000],  # the 3,001st, app/auth.py, unlisted
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert not gql.mutations("resolveReviewThread", since)
+    assert not any(t.resolved for t in threads)
+    assert not re.search(r"[1-9]\d* fixed", sticky(overlay)), sticky(overlay)

@@ -383,6 +383,7 @@ def plan(
     trigger: str,
     known: Mapping[str, str] | None = None,
     reviewed: frozenset[str] | None = None,
+    listed_all: bool = True,
 ) -> Plan:
     """Decide what to post, what to close and each finding's state (module docs). ``threads``
     ``None``: they could not be read; then memory alone says what was seen before, and a finding
@@ -390,7 +391,10 @@ def plan(
     ``threads`` is a :class:`ThreadList` that is not ``complete`` (our thread may be on a page
     not read). ``reviewed``:
     the paths a model reviewed this run (``None``: all); a thread on a file still in the diff
-    but not reviewed (its chunk failed, or it is excluded now) is left open, never closed."""
+    but not reviewed (its chunk failed, or it is excluded now) is left open, never closed.
+    ``listed_all`` False: GitHub did not list every file of the pull request (3,000 at most),
+    so a file missing from ``index`` may still be in the diff: its threads are left open too
+    (3,000 files added before it made every finding on it "fixed")."""
     head12 = head_sha[:12].lower()
     #: GitHub not sure: unread, or read only in part (a thread of ours may be unseen)
     unsure = threads is None or not getattr(threads, "complete", True)
@@ -414,8 +418,11 @@ def plan(
         first_of.setdefault(fp, group[0][2])
 
     def not_seen(path: str) -> bool:
-        """Still in the diff, but no model reviewed it this run: nothing is known of it."""
-        return reviewed is not None and path not in reviewed and index.file(path) is not None
+        """Still in the diff (or perhaps, when GitHub did not list every file), but no model
+        reviewed it this run: nothing is known of it."""
+        if index.file(path) is None:
+            return not listed_all
+        return reviewed is not None and path not in reviewed
 
     def same_head(first: str) -> bool:
         """The head is the commit the finding was first seen at: its cited lines cannot have

@@ -218,6 +218,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         )
         lifecycle = Lifecycle(
             index=index,
+            unlisted=unlisted,
             memory=store.record(),
             save=store.save_line,
             single_comments=policy.github.single_comments,

@@ -44,6 +44,9 @@ class Lifecycle:
     index: DiffIndex
     memory: Memory
     save: Callable[[Memory], str | None]
+    #: Files the pull request changes that GitHub did not list (it lists 3,000 at most): a
+    #: path missing from ``index`` may be one of them, so nothing is known of its threads.
+    unlisted: int = 0
     #: ``github.single_comments``: single line comments after a batch refused with 422.
     single_comments: int = DEFAULT_MAX_SINGLE
     #: ``memory.findings``: how long a finding's state is remembered (seconds).
@@ -103,6 +106,7 @@ def plan_story(
         trigger=inputs.trigger,
         known=associations(threads or (), extra),
         reviewed=frozenset(f.path for f in report.files if f.status == ReviewStatus.REVIEWED),
+        listed_all=not life.unlisted,
     )
     # each finding under its identity: an earlier finding's when it is that finding rated at
     # another severity (so the report and the story name it once)
