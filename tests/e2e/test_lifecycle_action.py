@@ -455,3 +455,45 @@ def test_threads_on_a_file_github_did_not_list_stay_open(
     assert not gql.mutations("resolveReviewThread", since)
     assert not any(t.resolved for t in threads)
     assert not re.search(r"[1-9]\d* fixed", sticky(overlay)), sticky(overlay)
+
+
+@pytest.mark.parametrize("case", ["resolve-refused", "maintainer-reopens"])
+def test_our_fixed_reply_is_said_once_per_thread(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any, case: str
+) -> None:
+    """The SQL finding is fixed on push 2. Its thread gets one "fixed in" reply, whatever comes
+    after: our resolve refused (a GraphQL error) or a maintainer reopening the thread to say it
+    is not fixed. Before, every later push replied "fixed in" again (and resolved the thread a
+    maintainer had reopened, again; a helper's audit)."""
+    overlay, gql, inputs, _ = first_push(tmp_path, github_mock, fleet)
+    sql_thread, _ = gql.all_threads()
+    if case == "resolve-refused":
+        real_root = gql._root
+
+        def refusing_root(token: str) -> dict[str, Any]:
+            root = real_root(token)
+
+            def resolve(_info: Any, input: dict[str, Any]) -> dict[str, Any]:
+                raise ValueError("Resource not accessible by integration")
+
+            root["resolveReviewThread"] = resolve
+            return root
+
+        gql._root = refusing_root  # type: ignore[method-assign]
+    for n, head in enumerate(["2" * 40, "4" * 40, "5" * 40]):
+        next_push(github_mock, overlay, gql, head)
+        VERDICT.update(summary="One left.", findings=[CURSOR])
+        run = run_in_process(
+            tmp_path / f"p{n}",
+            github_mock,
+            inputs,
+            payload=pr_payload(head_sha=head),
+            files=files(SAFE_LINE),
+        )
+        assert run.code == 0, run.stdout + run.stderr
+        if case == "maintainer-reopens":
+            sql_thread.resolved_by = None
+            gql.reply(sql_thread, "Not fixed: still built by hand.", ("User", "maint"), "MEMBER")
+    gql.problems.clear()
+    ours = [c for c in sql_thread.comments[1:] if c.author[0] == "Bot"]
+    assert len(ours) == 1, [c.body[:40] for c in ours]

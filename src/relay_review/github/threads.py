@@ -135,7 +135,12 @@ class Thread(BaseModel):
         """Resolved after our own "fixed in" / "code changed" reply. ``resolvedBy`` is typed
         ``User`` in GitHub's schema, so it cannot prove a bot resolved it; our reply can (a
         comment's author is an ``Actor`` with its ``__typename``)."""
-        return self.resolved and any(
+        return self.resolved and self.replied_closing(bot)
+
+    def replied_closing(self, bot: str) -> bool:
+        """Our "fixed in" / "code changed" reply is in the thread (resolved since or not: a
+        maintainer may have reopened it, or our resolve failed)."""
+        return any(
             same_actor(bot, c.author_type, c.author) and c.body.startswith(CLOSING_PREFIXES)
             for c in self.comments[1:]
         )
@@ -514,7 +519,10 @@ def plan(
             "code changed" if (thread.path, thread.line) in new_at else "fixed"
         )
         for t, _, _ in standing:
-            out.close.append(Closing(t.id, fp, _reply(how, head12), how))
+            # said once: a thread reopened after our reply (a maintainer disagrees) or one our
+            # resolve failed on is left as it is, never replied to again on every push
+            if not t.replied_closing(bot):
+                out.close.append(Closing(t.id, fp, _reply(how, head12), how))
         out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, how, cited)
     for fp, k in remembered.items():  # seen before, with no thread of ours (inline comments off)
         if fp in out.entries:
