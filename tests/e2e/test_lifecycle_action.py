@@ -497,3 +497,32 @@ def test_our_fixed_reply_is_said_once_per_thread(
     gql.problems.clear()
     ours = [c for c in sql_thread.comments[1:] if c.author[0] == "Bot"]
     assert len(ours) == 1, [c.body[:40] for c in ours]
+
+
+def test_a_renamed_file_keeps_its_findings_open_and_unposted(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any
+) -> None:
+    """Push 2 renames app/auth.py to app/login.py, its code unchanged, and the model reports
+    the same two findings at the new path: they are the same findings (not posted again) and
+    their threads stay open. Before, both threads were resolved as "fixed" and both findings
+    posted again as new (a helper's audit; a dismissal was lost the same way)."""
+    _, gql, inputs, _ = first_push(tmp_path, github_mock, fleet)
+    overlay = github_mock.overlay
+    threads = gql.all_threads()
+    renamed = api_file("app/login.py", "renamed", patch(QUERY_LINE), 3, 1)
+    renamed["previous_filename"] = "app/auth.py"
+    next_push(github_mock, overlay, gql, SHA2)
+    VERDICT.update(
+        summary="Same problems.",
+        findings=[{**SQL, "path": "app/login.py"}, {**CURSOR, "path": "app/login.py"}],
+    )
+    since = len(gql.requests)
+    two = run_in_process(
+        tmp_path / "two", github_mock, inputs, payload=pr_payload(head_sha=SHA2), files=[renamed]
+    )
+    assert two.code == 0, two.stdout + two.stderr
+    assert not gql.mutations("resolveReviewThread", since)
+    assert not any(t.resolved for t in threads)
+    assert reviews_posted(github_mock) == []
+    assert two.report is not None
+    assert [f["state"] for f in two.report["findings"]] == ["open", "open"]

@@ -422,9 +422,14 @@ def plan(
     for fp, group in ours.items():
         first_of.setdefault(fp, group[0][2])
 
+    def now_at(path: str) -> str:
+        """Where ``path`` is in this diff: its new name when the pull request renamed it."""
+        return index.renamed_to(path) or path if index.file(path) is None else path
+
     def not_seen(path: str) -> bool:
         """Still in the diff (or perhaps, when GitHub did not list every file), but no model
         reviewed it this run: nothing is known of it."""
+        path = now_at(path)
         if index.file(path) is None:
             return not listed_all
         return reviewed is not None and path not in reviewed
@@ -448,12 +453,12 @@ def plan(
     rated: dict[str, int] = {}
     for fp, group in ours.items():
         for t, cited, _ in group:
-            earlier.setdefault((t.path, cited[:40]), fp)
+            earlier.setdefault((now_at(t.path), cited[:40]), fp)  # renamed: the same lines
             said = _SEVERITY.match(t.comments[0].body or "")
             if said:
                 rated.setdefault(fp, SEVERITY_RANK[said.group(1)])
     for fp, k in remembered.items():
-        earlier.setdefault((k.path, k.cited[:40]), fp)
+        earlier.setdefault((now_at(k.path), k.cited[:40]), fp)
     # Threads unread, or read in part: a dismissal memory holds is rated as if at the top (not
     # sure, not posted again); read, a dismissal without our comment's rating carries over to
     # no severity.
@@ -511,7 +516,7 @@ def plan(
         if not standing:
             out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, "fixed", cited)
             continue
-        at = _still(index, thread.path, cited)
+        at = _still(index, now_at(thread.path), cited)
         if at is not None or not_seen(thread.path) or same_head(first):
             out.entries[fp] = Entry(fp, thread.path, at or thread.line, "open", first, "", cited)
             continue
@@ -530,7 +535,7 @@ def plan(
         if k.state in ("dismissed", "fixed"):
             out.entries[fp] = Entry(fp, k.path, None, k.state, k.first, k.how, k.cited)  # type: ignore[arg-type]
         elif (
-            (at := _still(index, k.path, k.cited)) is not None
+            (at := _still(index, now_at(k.path), k.cited)) is not None
             or not_seen(k.path)
             or same_head(k.first)
         ):
