@@ -100,3 +100,68 @@ def test_twelve_runs_through_150_ms_per_reply_keep_the_shared_ledger(
     for err in result.stderr:
         assert "Traceback" not in err, err
         assert "unavailable" not in err, err  # the shared ledger answered within 1 s
+
+
+class Trickle:
+    """A "Redis" whose every reply never ends: ``+`` and then one byte every 0.2 s, each well
+    within the client's per-read timeout (as a server, or a link, that slow would)."""
+
+    def __init__(self) -> None:
+        import socket
+        import threading
+
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.stop = threading.Event()
+        threading.Thread(target=self._accept, daemon=True).start()
+
+    def _accept(self) -> None:
+        import threading
+
+        while not self.stop.is_set():
+            try:
+                conn, _ = self.server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._drip, args=(conn,), daemon=True).start()
+
+    def _drip(self, conn: object) -> None:
+        import socket
+        import time
+
+        assert isinstance(conn, socket.socket)
+        with conn:
+            try:
+                conn.recv(65536)
+                conn.sendall(b"+")
+                while not self.stop.is_set():
+                    time.sleep(0.2)
+                    conn.sendall(b"a")
+            except OSError:
+                return
+
+    def close(self) -> None:
+        self.stop.set()
+        self.server.close()
+
+
+def test_a_reply_that_never_ends_is_given_up_within_the_bound() -> None:
+    """Each byte came within ``[state] timeout_s`` and the reply never ended: a run waited past
+    its deadline (45 s through a slow link; forever against this; a helper's audit). A whole
+    load or save is now given up after 3 x the timeout, with one warning, and the run goes on
+    without the shared memory."""
+    import time
+
+    from relay_review.state.memory import Memory
+
+    trickle = Trickle()
+    try:
+        store = RedisStore(f"redis://127.0.0.1:{trickle.port}/0", timeout=0.5)
+        started = time.monotonic()
+        assert store.load() == Memory()
+        store.save(Memory())  # broken since the load: not tried again
+        took = time.monotonic() - started
+    finally:
+        trickle.close()
+    assert store.health.broken
+    assert took < 0.5 * 3 + 1.0, took  # 3: redis_store.CALLS_BOUNDED

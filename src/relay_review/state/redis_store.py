@@ -56,9 +56,11 @@ import inspect
 import json
 import logging
 import re
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
 import redis
@@ -89,6 +91,12 @@ log = logging.getLogger("relay_review.state")
 DEFAULT_PREFIX = "relay-review:"
 #: Seconds a Redis connect or reply may take (memory is an optimisation: never wait long).
 TIMEOUT_S = 1.0
+#: A whole load or save (connect, ``INFO``, one pipeline) is given up after this many times
+#: the timeout (see :meth:`RedisStore._bounded`).
+CALLS_BOUNDED = 3
+
+T = TypeVar("T")
+
 #: Most memory keys one run reads (an org's routes and recent chunks fit many times over).
 MAX_KEYS = 5000
 #: Most finding keys read from one pull request's set (publishing keeps at most 200).
@@ -233,13 +241,23 @@ def cluster_enabled(info: Any) -> bool:
     return isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1"
 
 
+def _no_info(exc: redis.exceptions.ResponseError) -> bool:
+    """``INFO`` refused to this run: by the ACL (``NOPERM``) or renamed away (``unknown
+    command``); the whole store was dropped for the second."""
+    return isinstance(exc, redis.exceptions.NoPermissionError) or str(exc).lower().startswith(
+        "unknown command"
+    )
+
+
 def redact_url(url: str) -> str:
-    """The URL with any password replaced by ``***`` (for the one warning a failure prints)."""
+    """The URL with any password replaced by ``***`` (for the one warning a failure prints);
+    a lone ``word@`` too: it is often a password written without its colon
+    (:func:`~relay_review.state.urls.url_secrets`), and was printed as it was."""
     parts = urlsplit(url)
-    if parts.password is None:
-        return url
     host = parts.hostname or ""
     port = f":{parts.port}" if parts.port else ""
+    if parts.password is None:
+        return parts._replace(netloc=f"***@{host}{port}").geturl() if parts.username else url
     user = f"{parts.username}:" if parts.username else ":"
     return parts._replace(netloc=f"{user}***@{host}{port}").geturl()
 
@@ -417,11 +435,13 @@ class RedisStore:
                 policy,
             )
 
-    def _refused_info(self, exc: redis.exceptions.NoPermissionError) -> dict[str, Any]:
-        """An ACL user that may not run ``INFO``: one warning, and the store goes on as a
-        single server (unless the URL said ``?cluster=true``) whose eviction is unknown."""
+    def _refused_info(self, exc: redis.exceptions.ResponseError) -> dict[str, Any]:
+        """An ACL user that may not run ``INFO``, or a server that renamed it away
+        (``rename-command``, as managed services do with ``CONFIG``): one warning, and the store
+        goes on as a single server (unless the URL said ``?cluster=true``) whose eviction is
+        unknown."""
         log.warning(
-            "state %s: the ACL user may not run INFO (%s), so whether the server is a cluster "
+            "state %s: this run may not use INFO (%s), so whether the server is a cluster "
             "node or may evict the quota ledger's keys is not known; this run treats it as %s",
             self.where,
             reason(exc, self.health.secrets, self.prefix),
@@ -432,13 +452,17 @@ class RedisStore:
     def _info(self, call: Any) -> Any:
         try:
             return call()
-        except redis.exceptions.NoPermissionError as exc:
+        except redis.exceptions.ResponseError as exc:
+            if not _no_info(exc):
+                raise
             return self._refused_info(exc)
 
     async def _ainfo(self, call: Any) -> Any:
         try:
             return await call()
-        except redis.exceptions.NoPermissionError as exc:
+        except redis.exceptions.ResponseError as exc:
+            if not _no_info(exc):
+                raise
             return self._refused_info(exc)
 
     def client(self) -> Any:
@@ -489,9 +513,36 @@ class RedisStore:
         seal :meth:`save` has none to write)."""
         return self.seal.close(key, body) if self.seal is not None else body
 
+    def _bounded(self, call: Callable[[], T]) -> T:
+        """``call()`` (blocking Redis work: connect, ``INFO``, one pipeline), given up after
+        :data:`CALLS_BOUNDED` times the timeout all told: the client's timeout bounds each
+        socket read, not a reply, so a server that trickles a reply (or a link that slow)
+        held a run past its deadline, or forever. The abandoned call's thread is a daemon:
+        it never holds the process's exit; the store is then broken for the run."""
+        box: list[Any] = []
+
+        def run() -> None:
+            try:
+                box.append((True, call()))
+            except BaseException as exc:  # handed to the caller below
+                box.append((False, exc))
+
+        worker = threading.Thread(target=run, name="relay-review-redis", daemon=True)
+        worker.start()
+        worker.join(self.timeout * CALLS_BOUNDED)
+        if not box:
+            raise TimeoutError(
+                f"no whole answer within {self.timeout * CALLS_BOUNDED:g}s "
+                f"({CALLS_BOUNDED} x [state] timeout_s)"
+            )
+        ok, value = box[0]
+        if not ok:
+            raise value
+        return value
+
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
         try:
-            keys, values, bad = self._read(wanted or Wanted())
+            keys, values, bad = self._bounded(lambda: self._read(wanted or Wanted()))
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "reading memory")
             return Memory.of()
@@ -623,34 +674,44 @@ class RedisStore:
                 members, until = scopes.get(match.group(1), ([], 0.0))
                 scopes[match.group(1)] = ([*members, name], max(until, memo.until))
         try:
-            with self.client().pipeline(transaction=False) as pipe:
-                # first, what load found unusable (unless another run replaced it since): a
-                # forged or broken entry whose time looks newest never blocks this run's write
-                for bad, digest in self._bad.items():
-                    pipe.execute_command("EVAL", _DROP_BAD, 1, bad, digest, MAX_ENTRY_BYTES)
-                for key, value in entries:
-                    ttl_ms = int((value.until - now) * 1000)  # times are bounded
-                    if ttl_ms > 0:
-                        latest = now + CLOCK_SKEW_S
-                        body = value.model_dump_json()
-                        if not isinstance(value, RouteMemo):  # a route's or account's: unsigned
-                            body = self._signed(key, body)
-                        args = [body, value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
-                        pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
-                for name, key, unit in pointers:  # the file's latest unit, newer wins
-                    ttl_ms = int((unit.until - now) * 1000)
-                    if ttl_ms > 0:
-                        pointer = self._signed(name, json.dumps({"key": key, "at": unit.at}))
-                        args = [pointer, unit.at, ttl_ms, now + CLOCK_SKEW_S, MAX_ENTRY_BYTES]
-                        pipe.execute_command("EVAL", _SET_NEWER, 1, name, *args)
-                for scope, (members, until) in scopes.items():
-                    ttl_ms = max(1, int((until - now) * 1000))
-                    index = self._key("findings", scope)
-                    pipe.execute_command("EVAL", _SET_INDEX, 1, index, ttl_ms, *members)
-                results = pipe.execute(raise_on_error=False)
+            results = self._bounded(lambda: self._write(now, entries, pointers, scopes))
         except Exception as exc:  # a Redis error, or anything else: memory never fails a run
             self.health.fail(exc, "writing memory")
             return
         failed = [r for r in results if isinstance(r, Exception)]
         if failed:
             self.health.fail(failed[0], "writing memory")
+
+    def _write(
+        self,
+        now: float,
+        entries: list[tuple[str, RouteMemo | ChunkMemo | FindingMemo]],
+        pointers: list[tuple[str, str, Any]],
+        scopes: dict[str, tuple[list[str], float]],
+    ) -> list[Any]:
+        """:meth:`save`'s one pipeline: the replies (an error reply as an exception)."""
+        with self.client().pipeline(transaction=False) as pipe:
+            # first, what load found unusable (unless another run replaced it since): a
+            # forged or broken entry whose time looks newest never blocks this run's write
+            for bad, digest in self._bad.items():
+                pipe.execute_command("EVAL", _DROP_BAD, 1, bad, digest, MAX_ENTRY_BYTES)
+            for key, value in entries:
+                ttl_ms = int((value.until - now) * 1000)  # times are bounded
+                if ttl_ms > 0:
+                    latest = now + CLOCK_SKEW_S
+                    body = value.model_dump_json()
+                    if not isinstance(value, RouteMemo):  # a route's or account's: unsigned
+                        body = self._signed(key, body)
+                    args = [body, value.at, ttl_ms, latest, MAX_ENTRY_BYTES]
+                    pipe.execute_command("EVAL", _SET_NEWER, 1, key, *args)
+            for name, key, unit in pointers:  # the file's latest unit, newer wins
+                ttl_ms = int((unit.until - now) * 1000)
+                if ttl_ms > 0:
+                    pointer = self._signed(name, json.dumps({"key": key, "at": unit.at}))
+                    args = [pointer, unit.at, ttl_ms, now + CLOCK_SKEW_S, MAX_ENTRY_BYTES]
+                    pipe.execute_command("EVAL", _SET_NEWER, 1, name, *args)
+            for scope, (members, until) in scopes.items():
+                ttl_ms = max(1, int((until - now) * 1000))
+                index = self._key("findings", scope)
+                pipe.execute_command("EVAL", _SET_INDEX, 1, index, ttl_ms, *members)
+            return list(pipe.execute(raise_on_error=False))

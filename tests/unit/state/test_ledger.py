@@ -108,6 +108,11 @@ def test_a_state_url_password_is_masked_and_never_echoed(capsys: pytest.CaptureF
     assert "s3cret-Pa55word" in secret_values({"INPUT_STATE": url})
     assert "s3cret-Pa55word" in secret_values({"RELAY_REVIEW_STATE": url})
     assert redact_url(url) == "rediss://:***@redis.example:6380/0?prefix=org:"
+    # a password written without its colon is redis-py's user name, and a secret all the same
+    # (it was printed as it was in the store's log lines; a helper's audit)
+    assert redact_url("redis://Sup3rSecretPw@h:6379/0") == "redis://***@h:6379/0"
+    assert redact_url("redis://user:pw@h/0") == "redis://user:***@h/0"
+    assert redact_url("redis://h:6379/0") == "redis://h:6379/0"
     with pytest.raises(SystemExit):
         main(["chat", "--discovery", "x.json", "--message", "m", "--state", "redis://:s3cret@/"])
     err = capsys.readouterr().err

@@ -567,13 +567,37 @@ def test_an_acl_user_without_info_keeps_the_store_with_one_warning_naming_the_co
         with caplog.at_level(logging.WARNING):
             redis_store(url).save(Memory(routes={"a/m": GOOD_MEMO}, chunks={"c" * 32: memo}))
         (warning,) = warnings_of(caplog)
-        assert "may not run INFO" in warning and "+info" in warning
+        assert "may not use INFO" in warning and "+info" in warning
         assert "noinfo-pass-0123" not in warning and "~t:*" not in warning
         store = redis_store(url)
         loaded = store.load(LIMITS, Wanted.of(routes=["a/m"], chunks=["c" * 32]))
         assert loaded.routes == {"a/m": GOOD_MEMO} and loaded.chunks == {"c" * 32: memo}
         assert asyncio.run(store.ledger.reserve("acct", Budget(rpm=1))).granted
         assert not store.health.broken
+
+
+def test_a_server_with_info_renamed_away_keeps_the_store_with_one_warning(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A Redis with ``rename-command INFO ""`` (as managed services rename ``CONFIG``) answered
+    "unknown command", and every run dropped the shared memory and ledger (a helper's audit).
+    It is now the ACL refusal's case: one warning, memory and the ledger still work."""
+    import asyncio
+
+    from relay_review.state.ledger import Budget
+
+    server = RedisServer(tmp_path / "noinfo", ("--rename-command", "INFO", ""))
+    try:
+        with caplog.at_level(logging.WARNING):
+            redis_store(server.url).save(Memory(routes={"a/m": GOOD_MEMO}))
+        (warning,) = warnings_of(caplog)
+        assert "may not use INFO" in warning and "unknown command" in warning.lower()
+        store = redis_store(server.url)
+        assert store.load(LIMITS, Wanted.of(routes=["a/m"])).routes == {"a/m": GOOD_MEMO}
+        assert asyncio.run(store.ledger.reserve("acct", Budget(rpm=1))).granted
+        assert not store.health.broken
+    finally:
+        server.stop()
 
 
 def test_the_warning_for_an_acl_refusal_inside_a_script_names_time(
