@@ -190,8 +190,10 @@ class MemoryLedger:
 #: count}} (the counts: every run's reservations of the account, for a lost ledger's stand-in).
 #: Times come from the Redis server (TIME), so runners with skewed clocks agree. Returns
 #: {granted 0/1, wait in ms, window}. Keys that are not ours are input, not truth: another type
-#: is deleted, a closing that is not a number or has no TTL is deleted, a closing never outlasts
-#: its key's TTL, and reservation times in the future (none of ours is) are dropped.
+#: is deleted, a closing that is not a number, has no TTL, or ends (or expires) more than a day
+#: ahead (ours never do: :data:`relay_review.routing.budget.LONGEST_CLOSE_S`) is deleted, a
+#: closing never outlasts its key's TTL, and reservation times in the future (none of ours is)
+#: are dropped.
 _RESERVE = """
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
@@ -226,7 +228,8 @@ if changed == 1 then
 end
 local closed = tonumber(redis.call('GET', KEYS[3]) or '0')
 local left = redis.call('PTTL', KEYS[3])
-if closed == nil or closed ~= closed or (closed > now and left < 0) then
+if closed == nil or closed ~= closed or (closed > now and left < 0)
+    or closed > now + 86400000 or left > 86400000 then
   redis.call('DEL', KEYS[3])
   closed = 0
 end
@@ -267,7 +270,9 @@ local until_ms = now + tonumber(ARGV[1])
 local kind = redis.call('TYPE', KEYS[1])['ok']
 if kind ~= 'none' and kind ~= 'string' then redis.call('DEL', KEYS[1]) end
 local current = tonumber(redis.call('GET', KEYS[1]) or '0')
-if current == nil or current ~= current or redis.call('PTTL', KEYS[1]) < 0 then current = 0 end
+local left = redis.call('PTTL', KEYS[1])
+if current == nil or current ~= current or left < 0 or left > 86400000
+    or current > now + 86400000 then current = 0 end
 if until_ms > current then
   redis.call('SET', KEYS[1], until_ms, 'PX', tonumber(ARGV[1]))
 end

@@ -16,6 +16,7 @@ import logging
 import os
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -479,11 +480,23 @@ def test_drill_with_a_corrupt_state_file_exits_0_warns_once_and_rewrites_only_me
         lambda r: r.set("t:ledger:{acme}:closed", "garbage", px=60_000),
         lambda r: r.set("t:ledger:{acme}:closed", "nan", px=60_000),
         lambda r: r.set("t:ledger:{acme}:closed", "1e300"),  # no TTL: not ours, closed forever
+        # a year ahead, with a year's TTL: ours close for a day at most (a tenant's forgery)
+        lambda r: r.set(
+            "t:ledger:{acme}:closed", str((time.time() + 365 * 86400) * 1000), px=365 * 86400_000
+        ),
         lambda r: r.hset("t:ledger:{acme}:m", "a", "b"),  # another type
         lambda r: r.set("t:ledger:{acme}:d", "x"),
         lambda r: r.zadd("t:ledger:{acme}:m", {f"f{i}": 1e15 for i in range(5)}),  # in the future
     ],
-    ids=["closed-garbage", "closed-nan", "closed-forever", "minute-hash", "day-string", "future"],
+    ids=[
+        "closed-garbage",
+        "closed-nan",
+        "closed-forever",
+        "closed-a-year",
+        "minute-hash",
+        "day-string",
+        "future",
+    ],
 )
 async def test_a_bad_ledger_key_never_fails_or_closes_the_account(
     redis_server: Any, redis_client: Any, plant: Any
