@@ -59,7 +59,7 @@ import re
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 from urllib.parse import unquote, urlsplit
 
@@ -94,6 +94,9 @@ TIMEOUT_S = 1.0
 #: A whole load or save (connect, ``INFO``, one pipeline) is given up after this many times
 #: the timeout (see :meth:`RedisStore._bounded`).
 CALLS_BOUNDED = 3
+#: The longest any policy's ``[memory]`` time may be (ten years: the policy schema's
+#: ``MAX_LIFETIME_S``, which a test holds equal): what a shared store's entries are read with.
+SHARED_HORIZON_S = 10 * 365 * 86_400.0
 
 T = TypeVar("T")
 
@@ -239,6 +242,15 @@ NO_SETINFO = _no_setinfo()
 def cluster_enabled(info: Any) -> bool:
     """Whether an ``INFO`` reply (redis-py's dict) is from a Redis Cluster node."""
     return isinstance(info, dict) and str(info.get("cluster_enabled", "0")) == "1"
+
+
+def _within(memo: Any, limits: Limits | None, section: str) -> Any:
+    """``memo`` counting no longer than ``limits`` allow this run (its ``until`` capped)."""
+    if limits is None:
+        return memo
+    longest = max(limits.horizon, limits.findings) if section == "findings" else limits.horizon
+    end = limits.now + longest + limits.skew
+    return memo.model_copy(update={"until": end}) if memo.until > end else memo
 
 
 def _no_info(exc: redis.exceptions.ResponseError) -> bool:
@@ -548,6 +560,11 @@ class RedisStore:
             return Memory.of()
         kept: dict[str, dict[str, Any]] = {name: {} for name in SECTIONS}
         loaded = Loaded(Memory.of())
+        # Every run of every repository shares this store, each under its own [memory] times:
+        # an entry is read with the longest any policy may set, then counts no longer than
+        # this run's (a run with shorter times called other runs' memos unusable and deleted
+        # them; a helper's audit). Impossible times (past ten years) are still refused.
+        shared = limits and replace(limits, horizon=SHARED_HORIZON_S, findings=SHARED_HORIZON_S)
         for key, (section, ident) in keys.items():
             value = values.get(key)
             if value is None:
@@ -556,14 +573,15 @@ class RedisStore:
             try:
                 if body is None:
                     raise Unusable("not signed with this setup's state key")
-                memo, why = entry(section, ident, parse(body, MAX_ENTRY_BYTES), limits)
+                raw = parse(body, MAX_ENTRY_BYTES)
+                memo, why = entry(section, ident, raw, shared)
             except Unusable as exc:
                 memo, why = None, f"{section} entry {exc}"
             if memo is None:
                 loaded.drop(why)
                 bad[key] = hashlib.sha1(value).hexdigest()  # noqa: S324 (compared by Redis)
             else:
-                kept[section][ident] = memo
+                kept[section][ident] = _within(memo, limits, section)
         for why in self._refused:
             loaded.drop(why)
         self._bad = bad

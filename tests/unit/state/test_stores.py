@@ -353,7 +353,14 @@ def test_bad_redis_keys_are_dropped_with_one_warning_then_deleted_or_overwritten
     store = redis_store(redis_server.url)
     with caplog.at_level(logging.WARNING):
         memory = store.load(LIMITS, wanted)
-    assert memory.routes == {"good/m": GOOD_MEMO}
+    # an end past this run's longest [memory] time may be another repository's policy (the
+    # store is shared): kept, counting no longer than this run's; past ten years: refused
+    longer = f"bad{[n for n, _ in BAD_ENTRIES].index('until past the longest TTL')}"
+    end = LIMITS.now + LIMITS.horizon + LIMITS.skew
+    assert memory.routes == {
+        "good/m": GOOD_MEMO,
+        longer: GOOD_MEMO.model_copy(update={"until": end}),
+    }
     (warning,) = warnings_of(caplog)
     assert "unusable entries ignored" in warning
     fresh = RouteMemo(state="proven", outcome="ok", at=NOW, until=NOW + 600)
@@ -361,12 +368,15 @@ def test_bad_redis_keys_are_dropped_with_one_warning_then_deleted_or_overwritten
     store.save(Memory(routes=routes))
     assert not store.health.broken
     left = sorted(k.decode(errors="replace") for k in r.scan_iter(match="t:*"))
-    assert left == [
-        "t:m:route:future/m",
-        "t:m:route:good/m",
-        "t:m:route:inf/m",
-        "t:m:route:unnamed/m",
-    ]
+    assert left == sorted(
+        [
+            f"t:m:route:{longer}",  # not deleted: another policy's memo, rewritten capped
+            "t:m:route:future/m",
+            "t:m:route:good/m",
+            "t:m:route:inf/m",
+            "t:m:route:unnamed/m",
+        ]
+    )
     assert json.loads(r.get("t:m:route:future/m"))["at"] == NOW  # overwritten, not kept
     caplog.clear()
     with caplog.at_level(logging.WARNING):
@@ -670,3 +680,10 @@ def test_an_acl_refusal_at_load_is_one_warning_naming_the_key_pattern(
     (warning,) = warnings_of(caplog)
     assert "unavailable while reading memory" in warning and needs in warning, warning
     assert "another Redis type" not in warning and "other-pass-0123" not in warning
+
+
+def test_a_shared_store_reads_entries_with_the_longest_time_any_policy_may_set() -> None:
+    from relay_review.config.schema import MAX_LIFETIME_S
+    from relay_review.state.redis_store import SHARED_HORIZON_S
+
+    assert SHARED_HORIZON_S == MAX_LIFETIME_S
