@@ -262,7 +262,7 @@ def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -
     )
     flag("--probe-timeout", "preflight.probe_timeout", seconds, "bound of one probe, s (10)")
     flag("--connect-timeout", "serving.connect", seconds, "TCP/TLS connect, s (5)")
-    flag("--deadline", "serving.deadline", seconds, "whole run, probes included (600)")
+    flag("--deadline", "serving.deadline", seconds, "whole run, probes included, s (600)")
     if serving:
         flag("--first-byte-timeout", "serving.first_byte", seconds, "request -> first byte, s (20)")
         flag(
@@ -272,7 +272,9 @@ def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -
             "request -> first content or reasoning token; keep-alive comments do not count, "
             "s (60, at most the attempt bound)",
         )
-        flag("--idle-timeout", "serving.idle", seconds, "longest silent gap while streaming (30)")
+        flag(
+            "--idle-timeout", "serving.idle", seconds, "longest silent gap while streaming, s (30)"
+        )
         flag("--attempt-timeout", "serving.attempt", seconds, "one whole attempt, s (180)")
 
 
