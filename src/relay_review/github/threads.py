@@ -279,10 +279,11 @@ def dismissal(
         if same_actor(bot, c.author_type, c.author) or c.association.upper() not in allowed:
             continue
         text = " ".join(c.body.split()).casefold()
-        if text.startswith(command):
-            return "dismissed"
+        if text.startswith(command) and not text[len(command) : len(command) + 1].isalnum():
+            return "dismissed"  # "/relay-review dismiss", not "/relay-review dismissal ..."
         for word in DISMISS_WORDS:
-            if word in text:
+            at = text.find(word)
+            if at >= 0 and not _negated(text[:at]):
                 return word.replace("’", "'").replace("wont", "won't")
     if thread.comments:
         for kind, login in thread.comments[0].thumbs_down:
@@ -294,6 +295,16 @@ def dismissal(
     if thread.resolved_by_type == "Bot" or by.casefold() in _bot_names(bot):
         return None
     return "resolved" if known.get(by.casefold(), "") in allowed else None
+
+
+#: Words that, among the three before a dismissal phrase, turn it around ("not a false
+#: positive" said the finding is right, and dismissed it).
+_NEGATIONS = frozenset({"not", "no", "never", "isn't", "isnt", "isn’t", "hardly"})
+
+
+def _negated(before: str) -> bool:
+    """Whether the words just before a dismissal phrase negate it."""
+    return any(w.strip(".,;:!?\"'()") in _NEGATIONS for w in before.split()[-3:])
 
 
 def _bot_names(bot: str) -> set[str]:

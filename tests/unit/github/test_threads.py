@@ -356,6 +356,24 @@ def test_an_allowed_maintainers_reply_dismisses(body: str, how: str) -> None:
     assert p.post == [] and p.states[0][0] == "dismissed"
 
 
+@pytest.mark.parametrize(
+    "body",
+    [
+        "This is not a false positive: the query really is built by hand.",
+        "No false positive here, please fix it.",
+        "/relay-review dismissal would be wrong, this must be fixed",
+        "It isn't a false positive.",
+    ],
+)
+def test_a_reply_that_says_the_opposite_of_a_dismissal_does_not_dismiss(body: str) -> None:
+    """A maintainer's "not a false positive" dismissed the finding for good (a helper's
+    audit): a dismissal phrase a negation stands before, or the command's word as part of
+    another ("dismissal"), is no dismissal."""
+    (a,) = findings(index(), 2)
+    t = our_thread(a, replies=(reply(body, "MEMBER"),))
+    assert dismissal(t, BOT_REST, ALLOWED, TRIGGER, {}) is None
+
+
 def test_a_commenter_without_the_association_cannot_dismiss() -> None:
     (a,) = findings(index(), 2)
     t = our_thread(a, replies=(reply("/relay-review dismiss", "CONTRIBUTOR", "drive-by"),))
