@@ -26,7 +26,7 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
     """
     problem = not_a_file(path)
     if problem:
-        raise NotAFile(f"{path} {problem}")
+        raise NotAFile(f"{path} {problem}; {WRITE_A_FILE}")
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "wb") as handle:
@@ -38,17 +38,20 @@ def atomic_write(path: Path, data: bytes, *, mode: int = 0o644) -> None:
         raise
 
 
+#: What the messages of :func:`not_a_file`'s refusals advise.
+WRITE_A_FILE = "give the path of a file to write"
+
+
 def not_a_file(path: Path) -> str | None:
-    """Why ``path`` cannot be written as a file by :func:`atomic_write` (None: it can): it
-    names no file (``''``, ``.``), or what is there (through a symlink) is a directory, a
-    device, a FIFO or a socket."""
+    """Why ``path`` cannot be written as a file by :func:`atomic_write` (None: it can), as a
+    predicate of the path: it ``names no file`` (``''``, ``.``), or what is there (through a
+    symlink) ``is a directory`` or ``is not a regular file`` (a device, a FIFO, a socket)."""
     if path.name in ("", ".", ".."):
-        return "names no file; give the path of a file to write"
+        return "names no file"
     try:
         found = os.stat(path)
     except OSError:  # nothing there (or a dangling symlink, replaced as any symlink is)
         return None
     if stat.S_ISREG(found.st_mode):
         return None
-    what = "a directory" if stat.S_ISDIR(found.st_mode) else "not a regular file"
-    return f"is {what}; give the path of a file to write"
+    return "is a directory" if stat.S_ISDIR(found.st_mode) else "is not a regular file"

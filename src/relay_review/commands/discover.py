@@ -16,7 +16,7 @@ import os
 import sys
 from pathlib import Path
 
-from relay_review._files import not_a_file
+from relay_review._files import WRITE_A_FILE, not_a_file
 from relay_review.commands.common import policy_path
 from relay_review.config import (
     key_conventions,
@@ -58,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     out: Path = args.out
     problem = not_a_file(out)
     if problem:
-        raise UsageError(f"--out {out}: {problem}")
+        raise UsageError(f"--out {out}: {problem}; {WRITE_A_FILE}")
     if not out.parent.is_dir():
         raise UsageError(f"--out {out}: directory {out.parent} does not exist")
     policy = load_policy(policy_path(args.policy))

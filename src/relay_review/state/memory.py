@@ -363,7 +363,11 @@ def decode(data: bytes | str, limit: int = MAX_BYTES, limits: Limits | None = No
     """The usable entries of the record in ``data``; raises :class:`Unusable` when the record
     as a whole is not (oversized, not UTF-8, too deep, not JSON, another version); an entry that
     is not usable is dropped and counted (:class:`Loaded`)."""
-    obj = parse(data, limit)
+    return read_record(parse(data, limit), limits)
+
+
+def read_record(obj: Any, limits: Limits | None = None) -> Loaded:
+    """:func:`decode` of the JSON value ``obj`` already parsed (by :func:`parse`)."""
     if not isinstance(obj, dict):
         raise Unusable("not a JSON object")
     if type(obj.get("version")) is not int or obj["version"] != VERSION:

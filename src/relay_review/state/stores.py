@@ -21,7 +21,7 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from relay_review._files import atomic_write, not_a_file
 from relay_review.state.ledger import Ledger
@@ -35,6 +35,7 @@ from relay_review.state.memory import (
     encode,
     newer_routes,
     parse,
+    read_record,
 )
 
 log = logging.getLogger("relay_review.state")
@@ -220,30 +221,28 @@ class FileStore:
             os.close(fd)  # closing releases the lock
 
     def load(self, limits: Limits | None = None, wanted: Wanted | None = None) -> Memory:
-        self._kept = None
-        problem = not_a_file(self.path)
-        if problem:  # a FIFO would block the read; a device is no place for memory
-            self._kept = problem.split(";")[0]
-            warn_unusable(str(self.path), f"it {self._kept}; it is not written either")
-            return Memory.of()
-        try:
-            with self._locked(), self.path.open("rb") as f:
-                data = f.read(self.limit + 1)  # never more than the bound into memory
-        except FileNotFoundError:
-            return Memory.of()
-        except OSError as exc:
-            warn_unusable(str(self.path), f"cannot read: {exc.strerror or exc}")
-            return Memory.of()
-        self._kept = _not_memory(data, self.limit)
-        if self._kept:  # a file named by mistake (a discovery report, anything else)
+        # a FIFO would block the read, and a device is no place for memory
+        self._kept = not_a_file(self.path)
+        if self._kept is None:
+            try:
+                with self._locked(), self.path.open("rb") as f:
+                    data = f.read(self.limit + 1)  # never more than the bound into memory
+            except FileNotFoundError:
+                return Memory.of()
+            except OSError as exc:
+                warn_unusable(str(self.path), f"cannot read: {exc.strerror or exc}")
+                return Memory.of()
+            obj, self._kept = _memory_or_not(data, self.limit)
+        if self._kept:  # named by mistake (a discovery report, anything else)
             warn_unusable(
                 str(self.path),
-                f"it holds {self._kept}, not relay-review memory; it is not written over: "
-                "remove it or name another file",
+                f"it {self._kept}, not relay-review memory; it is not written over: remove it "
+                "or name another file",
             )
             return Memory.of()
-        try:
-            return warn_entries(str(self.path), decode(data, self.limit, limits))
+        try:  # an empty file (obj None) is not valid JSON: said, then written over
+            loaded = read_record(obj, limits) if obj is not None else decode(data, self.limit)
+            return warn_entries(str(self.path), loaded)
         except Unusable as exc:
             warn_unusable(str(self.path), str(exc))
             return Memory.of()
@@ -251,7 +250,7 @@ class FileStore:
     def save(self, memory: Memory) -> None:
         problem = not_a_file(self.path)  # no lock file beside a device either
         if problem:
-            self._kept_back(problem.split(";")[0])
+            self._kept_back(problem)
             return
         try:
             self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -269,7 +268,7 @@ class FileStore:
         so already."""
         if what != self._kept:
             log.warning(
-                "state %s not written: it holds %s, not relay-review memory; remove it or name "
+                "state %s not written: it %s, not relay-review memory; remove it or name "
                 "another file",
                 self.path,
                 what,
@@ -280,23 +279,24 @@ class FileStore:
         which a save must not replace (None: no file, an empty one, or a memory record)."""
         try:
             with self.path.open("rb") as f:
-                return _not_memory(f.read(self.limit + 1), self.limit)
+                return _memory_or_not(f.read(self.limit + 1), self.limit)[1]
         except FileNotFoundError:
             return None
 
 
-def _not_memory(data: bytes, limit: int) -> str | None:
-    """What ``data`` holds when it is not a relay-review memory record of any version (an
-    object with a whole-number ``version``); None for one, and for an empty file."""
+def _memory_or_not(data: bytes, limit: int) -> tuple[Any, str | None]:
+    """``data`` parsed once: ``(the JSON value, None)`` for a relay-review memory record of any
+    version (an object with a whole-number ``version``), ``(None, None)`` for an empty file,
+    else ``(None, what it holds instead)``."""
     if not data.strip():
-        return None
+        return None, None
     try:
         obj = parse(data, limit)
     except Unusable as exc:
-        return f"data that is {exc}"
+        return None, f"holds data that is {exc}"
     if not isinstance(obj, dict) or type(obj.get("version")) is not int:
-        return "JSON of another kind"
-    return None
+        return None, "holds JSON of another kind"
+    return obj, None
 
 
 #: The hidden line of the sticky comment that carries the payload.
