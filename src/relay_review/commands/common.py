@@ -220,30 +220,24 @@ def catalog_from_args(args: argparse.Namespace, policy: Policy | None = None) ->
     raw = read_json(args.discovery, "discovery report")
     feed = zdr_feed_path(args, raw)
     try:
-        routes = parse_discovery(raw)
-    except UsageError as exc:
-        raise UsageError(_in_file(str(exc), "discovery report", args.discovery)) from None
-    try:
         return catalog_for(
-            routes,
+            parse_discovery(raw),
             policy.catalog,
             zdr_feed=(lambda: read_json(feed, "ZDR feed")) if feed else None,
         )
-    except UsageError as exc:
-        message = str(exc)
-        if feed and message.startswith("ZDR feed: "):
-            raise UsageError(_in_file(message, "ZDR feed", feed)) from None
-        if message.startswith("routes["):
-            raise UsageError(_in_file(message, "discovery report", args.discovery)) from None
-        raise
+    except UsageError as exc:  # about a file's content: the file named
+        raise UsageError(_in_file(str(exc), args.discovery, feed)) from None
 
 
-def _in_file(message: str, what: str, path: str) -> str:
-    """``message`` about a file's content (``what: ...`` or ``routes[1].x: ...``), naming the
-    file once: ``what path: ...``."""
-    if path in message:
-        return message
-    return f"{what} {path}: {message.removeprefix(f'{what}: ')}"
+def _in_file(message: str, discovery: str, feed: str | None) -> str:
+    """``message`` about the discovery report's content (``discovery report: ...``, or
+    ``routes[1].x: ...``) or the ZDR feed's (``ZDR feed: ...``), naming the file; any other
+    (one that names its file already) as it is."""
+    if feed and message.startswith("ZDR feed: "):
+        return f"ZDR feed {feed}: {message.removeprefix('ZDR feed: ')}"
+    if message.startswith(("discovery report: ", "routes[")):
+        return f"discovery report {discovery}: {message.removeprefix('discovery report: ')}"
+    return message
 
 
 def add_serving_args(parser: argparse.ArgumentParser, *, serving: bool = True) -> None:

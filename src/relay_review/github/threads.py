@@ -435,7 +435,9 @@ def plan(
 
     def now_at(path: str) -> str:
         """Where ``path`` is in this diff: its new name when the pull request renamed it."""
-        return index.renamed_to(path) or path if index.file(path) is None else path
+        if index.file(path) is not None:
+            return path
+        return index.renamed_to(path) or path
 
     def not_seen(path: str) -> bool:
         """Still in the diff (or perhaps, when GitHub did not list every file), but no model

@@ -413,8 +413,9 @@ def replan_too_long(
         max_line_chars=r.max_line_chars,
         max_chunks=max_parts,
     )
-    if len(plan.chunks) < 2 or any(f.left_out for f in plan.files):
-        if max_parts is not None and any(f.left_out for f in plan.files):
+    cut = any(f.left_out for f in plan.files)
+    if len(plan.chunks) < 2 or cut:
+        if max_parts is not None and cut:
             log.info(
                 "review: chunk %d was too long; %d-token parts would be more than the %d "
                 "review.max_chunks leaves: not re-planned",

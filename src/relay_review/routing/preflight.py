@@ -111,7 +111,7 @@ async def run_preflight(
     if hedge_delay is not None and probe_budget > 0:
         probe_budget = len(board.entries)
     candidates = [e for e in board.unsettled() if e.agent_id not in board.first_up]
-    if hedge_delay is not None and wait_for_recalled:
+    if hedge_delay is not None:  # hedged: a remembered route not yet sent is probed too
         chosen = {e.agent_id for e in candidates} | {e.agent_id for e in board.idle_first_up()}
         candidates = [e for e in board.entries if e.agent_id in chosen]
     to_probe, keyless = plan_probes(candidates, run.environ, probe_budget)
