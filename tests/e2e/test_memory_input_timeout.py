@@ -16,14 +16,12 @@ from typing import Any
 import pytest
 
 from action_harness import (
-    FILES,
     FLEET_KEY,
     NUMBER,
     SHA,
     VERDICTS,
     policy_toml,
-    pr_payload,
-    run_in_process,
+    run_on_pr,
 )
 from github_mock import MockGitHub
 from relay_review.config import MemoryPolicy
@@ -54,15 +52,8 @@ def fleet() -> Iterator[FaultFleet]:
 
 
 def run_pr(tmp: Path, mock: MockGitHub, overlay: Any, fleet: FaultFleet, number: int, body: str):
-    mock.reset()
-    mock.overlay = overlay
-    if number != NUMBER:
-        mock.stub("GET", f"/pulls/{number}/files$", 200, FILES, times=None)
-    payload = pr_payload(number=number)
-    payload["number"] = number
-    payload["pull_request"]["body"] = body
     inputs = {"policy": policy_toml(fleet, "first", "tail", head="")}
-    run = run_in_process(tmp / f"pr{number}", mock, inputs, payload=payload)
+    run = run_on_pr(tmp, mock, overlay, inputs, number, body=body)
     assert run.report is not None, run.stdout + run.stderr
     return run
 

@@ -21,7 +21,6 @@ from typing import Any
 import pytest
 
 from action_harness import (
-    FILES,
     FLEET_KEY,
     NUMBER,
     REPO,
@@ -29,9 +28,7 @@ from action_harness import (
     VERDICTS,
     Run,
     policy_toml,
-    pr_payload,
-    run_action,
-    run_in_process,
+    run_on_pr,
 )
 from github_mock import BOT_LOGIN, CommentsOverlay, MockGitHub
 from relay_review.drill import FaultFleet
@@ -95,16 +92,8 @@ def run_pr(
     """One run on pull request ``number`` (the overlay, GitHub's state, kept across runs):
     the run and the chat requests it sent (``subprocess``: ``relay-review run`` as a process,
     else the action's entrypoint in this one)."""
-    mock.reset()  # the previous run's stubs go; the comments stay
-    mock.overlay = overlay
-    if number != NUMBER:  # the harness stubs the files of NUMBER only
-        mock.stub("GET", f"/pulls/{number}/files$", 200, FILES, times=None)
-    payload = pr_payload(number=number)
-    payload["number"] = number
     start = len(fleet.requests)
-    run = (run_action if subprocess else run_in_process)(
-        tmp / f"pr{number}", mock, inputs(fleet), payload=payload
-    )
+    run = run_on_pr(tmp, mock, overlay, inputs(fleet), number, subprocess=subprocess)
     assert run.code == 0, run.stdout + run.stderr
     return run, [r for r in fleet.requests[start:] if r.is_chat]
 

@@ -615,3 +615,29 @@ def posted_bodies(mock: MockGitHub) -> list[str]:
 
 def assert_nothing_posted(mock: MockGitHub) -> None:
     assert not [c for c in mock.calls() if c.method in ("POST", "PATCH")], mock.calls()
+
+
+def run_on_pr(
+    root: Path,
+    mock: MockGitHub,
+    overlay: Any,
+    inputs: dict[str, str],
+    number: int,
+    *,
+    body: str | None = None,
+    subprocess: bool = False,
+) -> Run:
+    """One run on pull request ``number`` of the repository, GitHub's state (``overlay``: the
+    comments, threads) kept from earlier runs; ``body``: the pull request's description
+    (``subprocess``: ``relay-review run`` as a process, else the entrypoint in this one)."""
+    mock.reset()  # the previous run's stubs go; the comments stay
+    mock.overlay = overlay
+    if number != NUMBER:  # the harness stubs the files of NUMBER only
+        mock.stub("GET", f"/pulls/{number}/files$", 200, FILES, times=None)
+    payload = pr_payload(number=number)
+    payload["number"] = number
+    if body is not None:
+        payload["pull_request"]["body"] = body
+    return (run_action if subprocess else run_in_process)(
+        root / f"pr{number}", mock, inputs, payload=payload
+    )
