@@ -27,6 +27,8 @@ Steps (each says what it does; any failure fails CI, except an engine that canno
    push event (skip notice, exit 0, outputs written), a pull_request_target event against the
    GitHub mock (Prism) and the fault fleet (exit 0, one comment, no 422), ``docker stop``
    (SIGTERM handled at once), and the registry holding every blob of the pinned manifest.
+6. bench/startup.py inside the pulled image (its interpreter, its installed package, a fault
+   fleet inside the container, no network): the start-up users meet, printed.
 
 Where no engine can start, it says so loudly and exits 0: .ci/run still runs the Dockerfile
 reproduction without an engine (.ci/docker_repro.py). ``RELAY_REVIEW_REQUIRE_DOCKER=1`` makes
@@ -394,6 +396,21 @@ def push_pin_pull(
     return ref, time.monotonic() - started
 
 
+def startup_in_image(ref: str, env: dict[str, str]) -> None:
+    """bench/startup.py inside the pulled image, with the image's interpreter (the start-up users
+    meet; the development environment's interpreter may be built without the optimizations the
+    image's has). Printed, not judged: machines are noisy; a crash of the benchmark fails CI."""
+    say("start-up in the action's image (bench/startup.py --runs 7, its own fault fleet inside):")
+    bench = REPO / "bench" / "startup.py"
+    run(
+        [
+            "docker", "run", "--rm", "--network", "none", "--entrypoint", "python",
+            "-v", f"{bench}:/bench/startup.py:ro", ref, "/bench/startup.py", "--runs", "7",
+        ],
+        env=env,
+    )  # fmt: skip
+
+
 def main() -> int:
     updated: list[bool] = []
     dockerd: subprocess.Popen[bytes] | None = None
@@ -451,6 +468,7 @@ def main() -> int:
             cwd=REPO,
             env=test_env,
         )
+        startup_in_image(ref, env)
         return 0
     except Unavailable as exc:
         banner = "!" * 78
