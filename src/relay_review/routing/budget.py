@@ -138,12 +138,10 @@ class AccountBudgets:
         )
 
     def closed(self, entry: CatalogEntry) -> bool:
-        """Whether the ledger refused ``entry``'s budget this run and the window it named has
-        not freed yet: a request on it now would be refused too (what this run heard; no
-        ledger call)."""
-        key, _ = self.budget_of(entry)
-        held = self._held.get(key)
-        return held is not None and held[0] > time.time()
+        """Whether the ledger refused ``entry``'s budget this run, or the provider said nothing
+        is left on it until a reset, and that window has not freed yet: a request on it now
+        would be refused too (what this run heard; no ledger call)."""
+        return self.frees_in(entry) is not None
 
     async def learn(self, entry: CatalogEntry, outcome: Outcome) -> None:
         """Close the account's window when the provider said nothing is left until a reset."""
@@ -153,7 +151,23 @@ class AccountBudgets:
             return
         key, _ = self.budget_of(entry)
         seconds = min(outcome.retry_after, LONGEST_CLOSE_S)
+        until = time.time() + seconds
+        held = self._held.get(key)
+        if held is None or held[0] < until:  # heard: the account's other routes are held too
+            self._held[key] = (until, "closed")
         await self._call(lambda ledger: ledger.close(key, seconds), self.timeout)
+
+    def frees_in(self, entry: CatalogEntry) -> float | None:
+        """Seconds until the window this run heard closed on ``entry``'s budget frees (None when
+        it is open): every route sharing that budget waits as long."""
+        key, _ = self.budget_of(entry)
+        held = self._held.get(key)
+        wait = held[0] - time.time() if held is not None else 0.0
+        return wait if wait > 0 else None
+
+    def shares_budget(self, entry: CatalogEntry, other: CatalogEntry) -> bool:
+        """Whether a request on ``other`` counts in the window a request on ``entry`` does."""
+        return self.budget_of(entry)[0] == self.budget_of(other)[0]
 
     async def _call(self, op: Callable[[Ledger], Awaitable[T]], timeout: float) -> T:
         """``op`` on the ledger, bounded by ``timeout``; on any failure of a shared ledger,

@@ -22,7 +22,8 @@ Decision table (outcome of a serving attempt -> what happens next):
 ok, reply accepted     stop: ``served_by`` is this route
 ok, reply refused      route out (counted as ``bad_reply``), next route
 rate_limited           route out, next route (daily quota spent: the
-                       account's free routes out)
+                       account's free routes out; nothing left until a
+                       reset: the budget's routes held, below)
 server_error / 408     route out, next route
 timeout (any phase)    route out, next route
 connection_error       route out, next route
@@ -36,9 +37,11 @@ auth_failed (401/403)  every route of the account out (gateway: if
 payment_required (402) same as auth_failed; the table says "dropped
                        for this run: no credits"
 budget refused (not    route held until the account's window frees
-sent)                  (not picked before; one note in the attempt
-                       log per window), next route; never waited
-                       for past the deadline
+sent), or a 429 said   (not picked before), and so is every route
+nothing is left until  whose requests count in the same budget (one
+a reset                note in the attempt log per window, not one
+                       per route), next route; never waited for
+                       past the deadline
 another route found    (a request on a route not known to answer, no
 ready first            first byte yet) cancelled: route out, the
                        attempt logged ``cancelled``, the ready route
@@ -281,7 +284,8 @@ async def _serve(
             now = run.clock()
             wait = min(max(outcome.retry_after or 0.0, MIN_HOLD_S), run.deadline_at - now)
             if board.hold(entry.agent_id, now + wait):
-                result.attempts.append(attempt)  # one deferral note per route per window
+                result.attempts.append(attempt)  # one deferral note per budget per window
+            _hold_budget(board, run, entry, now + wait)
             if not board.good(entry.agent_id):  # nothing proven of it: say why it waits
                 board.set(
                     entry.agent_id,
@@ -292,6 +296,10 @@ async def _serve(
                 )
             continue
         result.attempts.append(attempt)
+        frees_in = run.budgets.frees_in(entry) if run.budgets is not None else None
+        if frees_in is not None:  # the provider said the account has nothing left until then
+            now = run.clock()
+            _hold_budget(board, run, entry, now + min(frees_in, run.deadline_at - now))
         if not run.deadline_struck(outcome):  # the run's end is no fact about the route
             board.note(entry.agent_id, outcome, carried_input=True)
         if accepted:
@@ -378,6 +386,18 @@ async def attempt_or_takeover(
     finally:
         if not task.done():  # our own caller was cancelled: never leave the request behind
             task.cancel()
+
+
+def _hold_budget(board: RouteBoard, run: RunContext, entry: CatalogEntry, until: float) -> None:
+    """Hold every other route whose requests count in ``entry``'s budget until ``until``: its
+    window is closed for them too, so none is picked (and refused, or sent into the same 429)
+    before it frees. Silent: the one attempt that found the window closed says so."""
+    budgets = run.budgets
+    if budgets is None:
+        return
+    for other in board.available():
+        if other.agent_id != entry.agent_id and budgets.shares_budget(entry, other):
+            board.hold(other.agent_id, until)
 
 
 def _taker(
