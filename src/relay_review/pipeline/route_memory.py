@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pydantic import ValidationError
 
 from relay_review.config import MemoryPolicy
+from relay_review.providers.chat.forms import refuses_parameters
 from relay_review.records import Outcome, OutcomeKind, Readiness
 from relay_review.routing.accounts import ACCOUNT_WIDE
 from relay_review.routing.board import RouteBoard
@@ -239,10 +240,13 @@ def classify(
     controls) may be about that text: it cools the route for ``server_error`` only, so one pull
     request cannot mark a route dead for every run of the repository; a 400 to a probe (our own
     text), or one naming the model as invalid (OpenRouter's "is not a valid model ID"), is the
-    route's. A timeout of such a request may be the text's too (a prompt built to be slow to
-    read or to answer): it cools the route for ``server_error`` at most (never longer than
-    ``timeout``) and does not count toward the doubling, which only a timeout of our own probe
-    drives; other pull requests borrow this memo, and a shared store serves it to every run.
+    route's. OpenRouter's 404 that no endpoint takes the requested parameters, to such a
+    request, is about the request too (its size, its ``response_format``): the same cooling,
+    not a day dead. A timeout of such a request may be the text's too (a prompt built to be
+    slow to read or to answer): it cools the route for ``server_error`` at most (never longer
+    than ``timeout``) and does not count toward the doubling, which only a timeout of our own
+    probe drives; other pull requests borrow this memo, and a shared store serves it to every
+    run.
     """
     kind = outcome.kind
     if served:
@@ -255,10 +259,9 @@ def classify(
         )
     if outcome.content_refusal:
         return None  # about this run's input, not the route
-    if (
-        kind is OutcomeKind.BAD_REQUEST
-        and carried_input
-        and not _MODEL_ERROR.search(outcome.detail)
+    if carried_input and (
+        (kind is OutcomeKind.BAD_REQUEST and not _MODEL_ERROR.search(outcome.detail))
+        or refuses_parameters(outcome.http_status, outcome.detail)
     ):
         return RouteMemo(
             state="cooling", outcome=kind.value, at=now, until=now + policy.server_error

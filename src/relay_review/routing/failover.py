@@ -28,7 +28,10 @@ server_error / 408     route out, next route
 timeout (any phase)    route out, next route
 connection_error       route out, next route
 not_found, bad_request route out, next route (404: rejected, "dropped
-                       for this run: no endpoints" in the table)
+                       for this run: no endpoints" in the table;
+                       OpenRouter's "can handle the requested
+                       parameters": asked once more with the weaker
+                       response_format first, like a refused form)
 context_too_long       route out, next route (413 too: rejected,
 (400/413)              "dropped for this run: request too large")
 bad_reply              route out, next route
@@ -70,6 +73,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from relay_review.kinds import stream_usage
+from relay_review.providers.chat.forms import refuses_parameters
 from relay_review.records import (
     Attempt,
     CatalogEntry,
@@ -334,6 +338,8 @@ async def _serve(
                 detail=f"sent unprobed: {attempt.detail or attempt.outcome}",
             )
         why = DROPPED_FOR_RUN.get(outcome.kind) if outcome.sent else None
+        if why is not None and refuses_parameters(outcome.http_status, outcome.detail):
+            why = "no endpoint takes this request's parameters"
         if why is not None and outcome.http_status is not None:
             board.set(
                 entry.agent_id,

@@ -148,6 +148,33 @@ def test_a_plain_400_to_the_pull_requests_text_only_cools_the_route() -> None:
     assert remember(Memory(), board, NOW, POLICY).routes["gw/review"].state == "dead"
 
 
+#: OpenRouter's 404 when a model's endpoints exist but none takes the request as sent.
+PARAMETERS_404 = (
+    "No endpoints found that can handle the requested parameters. To learn more about provider "
+    "routing, visit: https://openrouter.ai/docs/provider-routing"
+)
+
+
+def test_openrouters_no_endpoint_for_the_requested_parameters_is_the_requests() -> None:
+    """ "No endpoints found that can handle the requested parameters" (404) depends on the request
+    (its size, its ``response_format``): to a request that carried the pull request's text it
+    cools the route briefly. Before, it was remembered dead for a day, for every pull request
+    of the repository (helper audit). A model that is gone ("No endpoints found for x") stays
+    dead, and so does the parameters 404 to our own probe."""
+    entries = [entry("or", "review"), entry("or", "probe"), entry("or", "gone")]
+    board = RouteBoard(entries)
+    params = classify_http_error(404, JSON, body(PARAMETERS_404, 404))
+    gone = classify_http_error(404, JSON, body("No endpoints found for vendor/gone:free.", 404))
+    assert params.kind is OutcomeKind.NOT_FOUND and gone.kind is OutcomeKind.NOT_FOUND
+    board.note("or/review", params, carried_input=True)
+    board.note("or/probe", params)
+    board.note("or/gone", gone, carried_input=True)
+    routes = remember(Memory(), board, NOW, POLICY).routes
+    assert routes["or/review"].state == "cooling"
+    assert routes["or/review"].until == NOW + POLICY.server_error
+    assert routes["or/probe"].state == "dead" and routes["or/gone"].state == "dead"
+
+
 def test_a_timeout_of_the_pull_requests_text_cools_briefly_and_never_doubles() -> None:
     """A prompt can be built to be slow to read or to answer: a timeout of a request that
     carried the author's text cools the route for ``server_error`` at most, without a strike,

@@ -378,6 +378,45 @@ async def test_a_500_naming_response_format_steps_down_once_and_is_remembered() 
     assert attempt["outcome"] == "ok" and "weaker response_format" in attempt["detail"]
 
 
+async def test_openrouters_no_endpoint_for_the_parameters_steps_the_form_down_once() -> None:
+    """OpenRouter's 404 "No endpoints found that can handle the requested parameters" names no
+    field, but the request's one changeable parameter is its ``response_format``: asked again
+    once with the weaker form. A 404 for a model that is gone is not asked again."""
+    params = classify_http_error(
+        404,
+        {"content-type": "application/json"},
+        json.dumps(
+            {
+                "error": {
+                    "code": 404,
+                    "message": "No endpoints found that can handle the requested parameters.",
+                }
+            }
+        ),
+    )
+
+    def answer(body: dict) -> Outcome:
+        fmt = body.get("response_format") or {}
+        return params if fmt.get("type") == "json_schema" else ok(GOOD)
+
+    chat = Scripted(answer)
+    report = await run(chat, policy())
+    assert report["served_by"] is not None and report["decision"] == "request_changes"
+    kinds = [(b.get("response_format") or {}).get("type") for b in chat.bodies]
+    assert kinds == ["json_schema", "json_object"]
+    chat = Scripted(lambda _b: params)  # not the form: dropped for this run, and said so
+    report = await run(chat, policy())
+    assert len(chat.bodies) == 2 and report["decision"] == "unavailable"
+    [row] = report["readiness"]
+    assert "dropped for this run: no endpoint takes this request's parameters" in row["detail"]
+    gone = Outcome(
+        kind=OutcomeKind.NOT_FOUND, http_status=404, detail="HTTP 404: No endpoints found for x."
+    )
+    chat = Scripted(lambda _b: gone)
+    report = await run(chat, policy())
+    assert len(chat.bodies) == 1 and report["decision"] == "unavailable"
+
+
 async def test_a_500_that_does_not_name_response_format_is_not_retried() -> None:
     chat = Scripted(
         lambda _b: Outcome(kind=OutcomeKind.SERVER_ERROR, http_status=500, detail="HTTP 500: boom")

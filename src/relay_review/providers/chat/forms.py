@@ -22,7 +22,24 @@ DOCUMENTED_RESPONSE_FORMS: dict[str, str] = {
 _FORM_REFUSAL = re.compile(r"response_format|json_schema|json_object|\bschema\b|grammar", re.I)
 
 
+#: OpenRouter's 404 when endpoints exist but none takes the request as sent ("No endpoints found
+#: that can handle the requested parameters"): about this request, not the model.
+_PARAMETERS_404 = re.compile(
+    r"handle the requested parameters|support the requested parameters", re.I
+)
+
+
+def refuses_parameters(status: int | None, detail: str) -> bool:
+    """Whether a 404 says no endpoint of the model takes this request's parameters (OpenRouter):
+    a fact about the request (its ``response_format``, its size), not that the model is gone."""
+    return status == 404 and bool(_PARAMETERS_404.search(detail or ""))
+
+
 def refuses_response_format(status: int | None, detail: str) -> bool:
     """Whether a failed call's answer is a refusal of the ``response_format`` sent: HTTP 400,
-    422 or 500 whose text names it (``response_format``, ``json_schema``, a schema, a grammar)."""
+    422 or 500 whose text names it (``response_format``, ``json_schema``, a schema, a grammar),
+    or OpenRouter's 404 that no endpoint takes the requested parameters (stepping the form down
+    is the one change the request can make)."""
+    if refuses_parameters(status, detail):
+        return True
     return status in (400, 422, 500) and bool(_FORM_REFUSAL.search(detail or ""))
