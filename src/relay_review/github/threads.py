@@ -303,8 +303,13 @@ _NEGATIONS = frozenset({"not", "no", "never", "isn't", "isnt", "isn’t", "hardl
 
 
 def _negated(before: str) -> bool:
-    """Whether the words just before a dismissal phrase negate it."""
-    return any(w.strip(".,;:!?\"'()") in _NEGATIONS for w in before.split()[-3:])
+    """Whether the words just before a dismissal phrase negate it. A "no" that a comma or a
+    stop ends is an answer, not a negation of what follows ("No, false positive.")."""
+    for word in before.split()[-3:]:
+        bare = word.strip(".,;:!?\"'()")
+        if bare in _NEGATIONS and not (bare == "no" and word.rstrip("\"')")[-1:] in ",.;:!"):
+            return True
+    return False
 
 
 def _bot_names(bot: str) -> set[str]:

@@ -346,6 +346,8 @@ def reply(body: str, association: str, login: str = "maint") -> ThreadComment:
         ("This is a false positive.", "false positive"),
         ("Won't fix, legacy code", "won't fix"),
         ("wont fix", "won't fix"),
+        ("No, false positive.", "false positive"),  # "no" answers; it negates nothing
+        ("No. False positive, the input is checked above.", "false positive"),
     ],
 )
 def test_an_allowed_maintainers_reply_dismisses(body: str, how: str) -> None:
@@ -363,6 +365,7 @@ def test_an_allowed_maintainers_reply_dismisses(body: str, how: str) -> None:
         "No false positive here, please fix it.",
         "/relay-review dismissal would be wrong, this must be fixed",
         "It isn't a false positive.",
+        "No, this is not a false positive.",
     ],
 )
 def test_a_reply_that_says_the_opposite_of_a_dismissal_does_not_dismiss(body: str) -> None:
