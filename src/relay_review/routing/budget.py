@@ -12,9 +12,12 @@ Which ledger key: the account's identity (its kind, a hash of its base URL and a
 fingerprint of its key, given by the pipeline), so one key shares one budget across
 repositories and two servers named alike never share one; the account's name without one.
 
-Which budget: the account's ``rpm``/``rpd`` from the policy when set (every request of the
-account counts); otherwise the provider's published free-tier limits for its free routes
-(OpenRouter: 20/min, 50/day, counted apart from priced routes); otherwise none.
+Which window: the one the provider counts the request in. A kind whose free tier is counted
+apart from its priced requests (OpenRouter) has two per account, free and priced; any other
+kind, one. The policy never changes the window, only its limits, so two repositories sharing a
+key under different policies share its windows. Which budget: the account's ``rpm``/``rpd``
+from the policy when set (in each of its windows); otherwise the provider's published free-tier
+limits for its free routes (OpenRouter: 20/min, 50/day); otherwise none.
 
 A ledger that fails (Redis unreachable, slow or stopped mid-run; any exception, or no answer
 within the policy's ``[state] timeout_s``, :data:`LEDGER_TIMEOUT_S` by default) is replaced for
@@ -100,14 +103,21 @@ class AccountBudgets:
         return not isinstance(self.ledger, MemoryLedger)
 
     def budget_of(self, entry: CatalogEntry) -> tuple[str, Budget]:
-        """``(ledger key, budget)`` for a request on ``entry``."""
+        """``(ledger key, budget)`` for a request on ``entry``. The key is the window the
+        provider counts the request in, whatever this run's policy says: a free route of a kind
+        whose free tier is counted apart (OpenRouter) counts in the account's ``:free`` window,
+        so two repositories whose policies differ (one sets ``rpm``, one keeps the published
+        tier) share one window instead of each filling its own."""
         key = self.identities.get(entry.account, entry.account)
+        kind = KINDS.get(entry.route.provider)  # the route's provider kind: its published tier
+        tiered = entry.cost == "free" and kind is not None and bool(kind.free_rpm or kind.free_rpd)
+        if tiered:
+            key = f"{key}:free"
         explicit = self.limits.get(entry.account)
         if explicit is not None and (explicit.rpm or explicit.rpd):
             return key, explicit
-        kind = KINDS.get(entry.route.provider)  # the route's provider kind: its published tier
-        if entry.cost == "free" and kind is not None and (kind.free_rpm or kind.free_rpd):
-            return f"{key}:free", Budget(kind.free_rpm, kind.free_rpd)
+        if tiered and kind is not None:
+            return key, Budget(kind.free_rpm, kind.free_rpd)
         return key, Budget()
 
     async def admit(self, entry: CatalogEntry, remaining: float) -> Outcome | None:
