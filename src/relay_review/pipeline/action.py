@@ -80,7 +80,6 @@ from relay_review.pipeline.routes import (
     discover_routes,
     empty_catalog_why,
     health_stage,
-    quota_report,
     zdr_blocked_line,
 )
 from relay_review.records import Decision, NotPosted, RunReport
@@ -165,8 +164,6 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: catalog"):
         require_zdr = resolve_require_zdr(policy.catalog.require_zdr, event.private)
         catalog = build_run_catalog(policy, discovery, require_zdr)
-        remaining = policy.serving.deadline - (time.monotonic() - started)
-        catalog, health = health_stage(catalog, policy, env, remaining)
         if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
             actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
@@ -200,10 +197,13 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
                     # /relay-review asks the models again (route memory still applies)
                     reuse_reviews=event.event_name != "issue_comment",
                     secrets=run_secrets,
+                    # read once a request will be sent: nothing when every file is reused
+                    health=lambda ranked: health_stage(
+                        ranked, policy, env, policy.serving.deadline - (time.monotonic() - started)
+                    ),
                 )
             )
         log_review(report, secrets)
-    report.quota = quota_report(health, report.quota)
     if not catalog.selected and report.decision == Decision.UNAVAILABLE:
         report.verdict.why = zdr_blocked_line(
             catalog, policy.catalog.require_zdr, event.private

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,6 +31,7 @@ from relay_review.pipeline.routes import (
     spent,
 )
 from relay_review.pipeline.serve import ChunkVerdict, chunk_budget, serve_chunks
+from relay_review.providers.health import PublishedHealth
 from relay_review.records import (
     Attempt,
     Catalog,
@@ -59,6 +60,9 @@ from relay_review.routing.send import ChatFn
 from relay_review.state import Store, latest_unit
 
 log = logging.getLogger("relay_review.pipeline")
+
+#: Reads the routes' published health: the catalog ranked by it, and what was read.
+HealthRead = Callable[[Catalog], Awaitable[tuple[Catalog, PublishedHealth]]]
 
 
 @dataclass
@@ -200,6 +204,7 @@ async def review(
     repo: str = "",
     reuse_reviews: bool = True,
     secrets: Iterable[str] = (),
+    health: HealthRead | None = None,
 ) -> RunReport:
     """Review a diff: chunk it, serve every chunk with failover, validate, decide, report.
 
@@ -214,7 +219,9 @@ async def review(
     ``repo``: the reviewed repository (a cached review is reused in that repository only);
     ``reuse_reviews`` False asks the models again for every chunk (``/relay-review``; route
     memory still applies); ``secrets``: values no stored record may hold (the catalog's keys
-    are added).
+    are added). ``health``: reads the routes' published health (a prior on their order, and
+    the keys' free-tier facts for ``quota``) once it is known a request will be sent: a run
+    whose every file is reused reads nothing from any provider.
     """
     r = policy.review
     started = time.monotonic() if started_at is None else started_at
@@ -305,7 +312,11 @@ async def review(
     )
     session = None
     results: list[ServeResult] = []
+    read = PublishedHealth()
     if plan.chunks:
+        if health is not None:
+            catalog, read = await health(catalog)
+            report.catalog = catalog.summary()  # the selection in its new order
         session = session_for(
             catalog, policy, environ, chat_fn, started, store=store, secrets=secrets
         )
@@ -334,6 +345,8 @@ async def review(
     memory.reused_files = len(reused)
     memory.reused_chunks = len({u.memo.group for u in reused.values()})
     memory.chunks_avoided = max(0, len(whole.chunks) - len(plan.chunks))
+    if health is not None:
+        report.quota = quota_report(read, report.quota)
     report.memory = memory.report(board, environ, policy, asked)
     remember_units(memory, plan, results, units, scope, policy, head_sha)
     memory.save(session, policy)
@@ -352,11 +365,14 @@ async def review(
 async def review_with_health(
     index: DiffIndex, catalog: Catalog, policy: Policy, environ: Mapping[str, str], **kwargs: Any
 ) -> RunReport:
-    """:func:`review` over the catalog ranked by its routes' published health, with what the
-    review cost each account (``quota``; the ``review`` command's flow)."""
-    catalog, health = await published_health(catalog, policy, environ)
-    report = await review(index, catalog, policy, environ, **kwargs)
-    report.quota = quota_report(health, report.quota)
+    """:func:`review` over the catalog ranked by its routes' published health (read only when
+    a request will be sent), with what the review cost each account (``quota``; the
+    ``review`` command's flow)."""
+
+    async def health(ranked: Catalog) -> tuple[Catalog, PublishedHealth]:
+        return await published_health(ranked, policy, environ)
+
+    report = await review(index, catalog, policy, environ, health=health, **kwargs)
     return report.scrubbed(RunSecrets.of(catalog, environ))  # a reply may quote a key
 
 

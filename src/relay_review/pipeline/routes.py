@@ -311,14 +311,14 @@ def build_run_catalog(policy: Policy, discovery: DiscoveryResult, require_zdr: b
     return catalog
 
 
-def health_stage(
+async def health_stage(
     catalog: Catalog, policy: Policy, env: Mapping[str, str], remaining: float
 ) -> tuple[Catalog, PublishedHealth]:
     """OpenRouter's published uptime as a prior on the catalog's order, and its key facts
     (listings, no completion; one warning when they cannot be read)."""
     problems: list[str] = []
-    catalog, health = asyncio.run(
-        published_health(catalog, policy, env, remaining=remaining, warn=problems.append)
+    catalog, health = await published_health(
+        catalog, policy, env, remaining=remaining, warn=problems.append
     )
     if problems:  # the texts name model ids from provider listings: logged as untrusted
         actions.warning(

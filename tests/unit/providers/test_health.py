@@ -432,3 +432,41 @@ def test_action_a_failed_listing_costs_one_warning(tmp_path: Path, github_mock) 
     sent = sum(run.report["quota"]["requests_by_account"].values())
     assert sent == 2 and f" · {sent} requests · " in run.summary
     assert "free a day" not in run.summary
+
+
+@pytest.mark.integration
+def test_a_run_whose_every_file_is_reused_reads_no_published_health(
+    tmp_path: Path, github_mock
+) -> None:
+    """The same head reviewed again: every file is reused from the first run's review, no
+    request is sent, so neither is a listing (an audit found the health read ran anyway)."""
+    from action_harness import FLEET_KEY, NUMBER, SHA, fleet_reply, run_on_pr
+
+    accounts = {
+        "router": {
+            "api_key": FLEET_KEY,
+            "models": {"acme/reviewer": "healthy"},
+            "uptime": {"acme/reviewer": 99.0},
+            "key_info": {"is_free_tier": True, "usage": 0, "usage_daily": 0, "limit": None},
+        }
+    }
+
+    def listings(fleet: FaultFleet, since: int) -> list[str]:
+        return [
+            r.path for r in fleet.requests[since:] if "/endpoints" in r.path or "/key" in r.path
+        ]
+
+    with FaultFleet(accounts, reply=fleet_reply) as fleet:
+        inputs = {"policy": router_policy(fleet)}
+        overlay = github_mock.comments_overlay(SHA)  # GitHub's state kept across the runs
+        first = run_on_pr(tmp_path / "first", github_mock, overlay, inputs, NUMBER)
+        assert first.code == 0, first.stdout + first.stderr
+        assert len(listings(fleet, 0)) == 2  # the key and the route's endpoints
+        before = len(fleet.requests)
+        again = run_on_pr(tmp_path / "again", github_mock, overlay, inputs, NUMBER)
+        after = fleet.requests[before:]
+    assert again.code == 0, again.stdout + again.stderr
+    assert again.report["memory"]["reused_files"] >= 1 and not [r for r in after if r.is_chat]
+    # discovery still lists the models (the catalog comes first); the health listings do not go
+    assert listings(fleet, before) == [], [r.path for r in after]
+    assert "published health" not in again.stdout
