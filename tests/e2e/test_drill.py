@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import os
+import socket
 import subprocess
 import sys
 import time
@@ -12,7 +15,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from cli_harness import run_cli
 from relay_review.drill import Behaviour, FaultFleet, parse_script
+from relay_review.drill.scenarios import PORT_ENV
 from relay_review.providers.chat.call import chat_call
 from relay_review.records import Deadlines, OutcomeKind, Phase
 
@@ -324,3 +329,62 @@ def test_the_review_drill_names_the_policy_file_it_ran_with(
     policy.write_text("[review]\nallow_approve = false\n")
     assert cli.main(["drill", "--policy", str(policy), "--format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["provenance"] == f"drill policy {policy}"
+
+
+# --------------------------------------------------------------------------- memory across drills
+
+
+def drill_env() -> dict[str, str]:
+    """This process's environment without a drill port or a default store."""
+    return {k: v for k, v in os.environ.items() if k not in (PORT_ENV, "RELAY_REVIEW_STATE")}
+
+
+def test_a_second_drill_with_one_state_file_starts_warm(tmp_path: Path) -> None:
+    """Memory knows an account by its base URL, and the drill's fleet listened on a free port
+    each time: a second ``drill --state FILE`` was as cold as the first unless RELAY_DRILL_PORT
+    was set. Its port now comes from the state's location (the same file spelled twice)."""
+    argv = ("drill", "--scenario", "mixed", "--format", "json", "--state")
+    first = run_cli(*argv, "state.json", env=drill_env(), cwd=tmp_path)
+    second = run_cli(*argv, f"file:{tmp_path / 'state.json'}", env=drill_env())
+    assert first.returncode == second.returncode == 0, first.stderr + second.stderr
+    assert "WARNING" not in first.stderr + second.stderr  # no port was taken
+    one, two = json.loads(first.stdout), json.loads(second.stdout)
+    healthy = "nim_b/meta/llama-3.3-70b-instruct"
+    assert (one["probes_sent"], one["memory"]["proven"]) == (11, 0)
+    assert (two["probes_sent"], two["memory"]["proven"]) == (0, 1)
+    assert two["requests_per_route"] == {healthy: 1}
+    rows = {r["agent_id"]: r for r in two["readiness"]}
+    assert rows[healthy]["detail"].startswith("remembered: served")
+
+
+def test_a_taken_state_port_leaves_the_drill_cold_with_one_warning(tmp_path: Path) -> None:
+    from relay_review.drill.scenarios import stable_port
+    from relay_review.pipeline.store import store_location
+
+    state = tmp_path / "state.json"
+    port = stable_port(store_location(str(state)) or "")
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        with contextlib.suppress(OSError):  # another listener holds it: taken all the same
+            taken.bind(("127.0.0.1", port))
+            taken.listen()
+        run = run_cli("drill", "--state", str(state), "--format", "json", env=drill_env())
+    assert run.returncode == 0, run.stderr  # the review drill, on a free port
+    (warning,) = [line for line in run.stderr.splitlines() if line.startswith("WARNING")]
+    assert f"127.0.0.1:{port}, the drill's port for this memory, is taken" in warning
+    assert "starts cold" in warning and PORT_ENV in warning
+    assert json.loads(run.stdout)["decision"] == "request_changes"
+
+
+def test_a_taken_drill_port_is_exit_2_naming_it() -> None:
+    """RELAY_DRILL_PORT is the user's choice: no other port instead (it was a traceback)."""
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        run = run_cli("drill", "--scenario", "mixed", env={**drill_env(), PORT_ENV: str(port)})
+    assert (run.returncode, run.stdout) == (2, "")
+    assert run.stderr.splitlines() == [
+        f"relay-review drill: error: {PORT_ENV}={port}: cannot listen on 127.0.0.1:{port} "
+        "(Address already in use)"
+    ]

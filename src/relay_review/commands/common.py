@@ -166,8 +166,9 @@ def state_url(text: str) -> str:
         raise argparse.ArgumentTypeError(f"--state (value hidden): {exc}") from None
 
 
-def add_state_arg(parser: argparse.ArgumentParser) -> None:
-    """``--state URL``: where memory across runs lives (default: ``$RELAY_REVIEW_STATE``)."""
+def add_state_arg(parser: argparse.ArgumentParser, tail: str = "") -> None:
+    """``--state URL``: where memory across runs lives (default: ``$RELAY_REVIEW_STATE``);
+    ``tail`` ends its help with what the command does with it besides."""
     from relay_review.pipeline.store import STATE_ENV  # its commands import the pipeline anyway
 
     parser.add_argument(
@@ -176,7 +177,7 @@ def add_state_arg(parser: argparse.ArgumentParser) -> None:
         metavar="URL",
         help=f"memory across runs: a JSON file (PATH or file:PATH), redis://HOST (shared by every "
         f"run, with the quota ledger) or none (default: ${STATE_ENV}, else none); remembered "
-        "routes get no probe, unchanged chunks no request",
+        "routes get no probe, unchanged chunks no request" + tail,
     )
 
 

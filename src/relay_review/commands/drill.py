@@ -8,6 +8,11 @@ time-to-reply against the healthy route's own direct latency. Operators use it t
 deadlines behave before trusting a free pool. With ``--serve --config FILE`` it only serves the
 fleet the file describes (``examples/fleet.toml``), as a local OpenAI-compatible server to point
 the other commands, or any client, at.
+
+With memory (``--state``, or ``RELAY_REVIEW_STATE``) and no ``RELAY_DRILL_PORT``, the fleet
+listens on a port derived from the memory's location
+(:func:`~relay_review.drill.scenarios.drill_fleet`): memory knows an account by its base URL, so
+the next drill with that memory meets the same addresses and starts warm.
 """
 
 from __future__ import annotations
@@ -29,9 +34,10 @@ from relay_review.commands.common import (
 )
 from relay_review.drill.report import format_drill
 from relay_review.drill.review import REVIEW_SCENARIO, run_review_drill
-from relay_review.drill.scenarios import SCENARIOS, run_named
+from relay_review.drill.scenarios import PORT_ENV, SCENARIOS, STABLE_PORTS, run_named
 from relay_review.drill.serve import serve_config
 from relay_review.errors import UsageError
+from relay_review.pipeline.store import cli_state_url, store_location
 from relay_review.records import Decision
 from relay_review.render import TEXT_WIDTH, comment_markdown, review_text
 
@@ -79,7 +85,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     add_serving_args(p)
     add_format_arg(p, ("json", "text", "markdown"), default="text")  # markdown: comment only
-    add_state_arg(p)
+    add_state_arg(
+        p,
+        tail=f"; the fleet then listens on a port derived from this memory's location (one of "
+        f"{STABLE_PORTS.start}-{STABLE_PORTS.stop - 1}, the same for every drill with it; "
+        f"{PORT_ENV} picks another), as memory knows an account by its base URL: the next "
+        "drill with it starts warm (a port in use: a free one, with a warning; that drill "
+        "starts cold)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -89,10 +102,11 @@ def run(args: argparse.Namespace) -> int:
         raise UsageError("--port belongs to --serve")
     policy = policy_from_args(args)
     store = store_from_args(args, os.environ, policy)
+    state = store_location(cli_state_url(args.state, os.environ))  # picks the fleet's port
     if args.scenario is None:
         path = policy_path(getattr(args, "policy", None))
         origin = f"drill policy {path}" if path else "built-in drill policy"
-        report = pipeline.run_sync(run_review_drill(policy, store, origin))
+        report = pipeline.run_sync(run_review_drill(policy, store, origin, state=state))
         if args.format == "json":
             print(json.dumps(report.to_json(), indent=2))
         elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
@@ -107,7 +121,7 @@ def run(args: argparse.Namespace) -> int:
         return 0 if report.decision != Decision.UNAVAILABLE else 1
     if args.format == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
-    result = pipeline.run_sync(run_named(args.scenario, policy, store))
+    result = pipeline.run_sync(run_named(args.scenario, policy, store, state=state))
     if args.format == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:

@@ -11,7 +11,7 @@ import re
 from importlib import resources
 
 from relay_review.config import Policy
-from relay_review.drill.scenarios import Scenario, drill_environ, fleet_for, routes_for
+from relay_review.drill.scenarios import Scenario, drill_environ, drill_fleet, routes_for
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.pipeline.review import review as run_review
 from relay_review.records import RunReport
@@ -138,16 +138,21 @@ def sample_diff() -> str:
 
 
 async def run_review_drill(
-    policy: Policy, store: Store | None = None, provenance: str = "built-in drill policy"
+    policy: Policy,
+    store: Store | None = None,
+    provenance: str = "built-in drill policy",
+    *,
+    state: str | None = None,
 ) -> RunReport:
     """Review the bundled sample diff through the review scenario's fleet; the full report
-    (``provenance``: where ``policy`` came from, as the comment's footer says it)."""
+    (``provenance``: where ``policy`` came from, as the comment's footer says it; ``state``:
+    the location of ``store``, which picks the fleet's port, :func:`drill_fleet`)."""
     scenario = REVIEW_SCENARIO
     review = policy.review.model_copy(
         update={"chunk_tokens": policy.review.chunk_tokens or REVIEW_DRILL_CHUNK_TOKENS}
     )
     policy = policy.model_copy(update={"review": review})
-    async with fleet_for(scenario, reply=drill_reply) as fleet:
+    async with drill_fleet(scenario, reply=drill_reply, state=state) as fleet:
         catalog = catalog_for(routes_for(scenario, fleet))
         report = await run_review(
             DiffIndex.from_diff(sample_diff()),

@@ -8,10 +8,13 @@ outside the catalog), and counts the probes sent and the output tokens they aske
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
+import logging
 import os
 import time
 from collections import Counter
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,12 +22,15 @@ import httpx
 
 from relay_review import _tls, pipeline
 from relay_review.config import CatalogPolicy, Policy
-from relay_review.drill.fleet import FaultFleet
+from relay_review.drill.fleet import HOST, FaultFleet
+from relay_review.errors import UsageError
 from relay_review.pipeline.catalog import catalog_for
 from relay_review.providers.chat.call import chat_call
 from relay_review.records import ChatMessage, ChatReport, Cost, Route
 from relay_review.routing.preflight import PROBE_MAX_TOKENS
 from relay_review.state import Store
+
+log = logging.getLogger("relay_review.drill")
 
 REFERENCE = "reference"
 DRILL_MESSAGE = "Say hello to the operator in one short sentence."
@@ -127,28 +133,92 @@ def drill_key(account: str) -> str:
     return f"drill-key-{account}-0123456789"
 
 
-#: The port the drill's fleet listens on (default: any free one). Memory knows an account by its
-#: base URL, so drills that should remember each other's routes run on one fixed port.
+#: The port the drill's fleet listens on (default: see :func:`drill_fleet`). Memory knows an
+#: account by its base URL, so drills that should remember each other's routes run on one port.
 PORT_ENV = "RELAY_DRILL_PORT"
+#: Where a drill with memory and no ``RELAY_DRILL_PORT`` listens: one port of this range per
+#: memory location (:func:`stable_port`). Below Linux's ephemeral ports (32768 up), so no
+#: outgoing connection holds one for a moment; a port in use is left for a free one.
+STABLE_PORTS = range(20000, 30000)
+
+
+def env_port() -> int | None:
+    """The port ``RELAY_DRILL_PORT`` names (0: any free one), None when it is unset or empty."""
+    text = os.environ.get(PORT_ENV, "").strip()
+    if not text:
+        return None
+    if not (text.isascii() and text.isdigit()) or int(text) > 65535:
+        raise UsageError(f"{PORT_ENV}={text[:20]!r}: expected 0 (a free port) to 65535")
+    return int(text)
+
+
+def stable_port(location: str) -> int:
+    """The fleet port of drills whose memory is at ``location`` (a store's location,
+    :func:`~relay_review.pipeline.store.store_location`): the same for every drill that shares
+    it, and one of 10,000 (:data:`STABLE_PORTS`) by a hash, so drills with other memories
+    (parallel jobs, tests) rarely want the same one."""
+    digest = hashlib.sha256(location.encode("utf-8", "surrogatepass")).digest()
+    return STABLE_PORTS[int.from_bytes(digest[:8], "big") % len(STABLE_PORTS)]
 
 
 def fleet_for(
-    scenario: Scenario, *, reply: str | Callable[[dict], str] | None = None
+    scenario: Scenario, *, reply: str | Callable[[dict], str] | None = None, port: int | None = None
 ) -> FaultFleet:
     """The scenario's fleet (plus a reference account serving the healthy script directly), on
-    the port ``RELAY_DRILL_PORT`` names (any free one when unset)."""
+    ``port``; None: the port ``RELAY_DRILL_PORT`` names, any free one when it is unset."""
     accounts: dict[str, Any] = {
         name: {"models": dict(models), "api_key": drill_key(name)}
         for name, models in scenario.accounts.items()
     }
     if scenario.healthy:
         accounts[REFERENCE] = {"models": {"reference/healthy": scenario.healthy}}
-    port = os.environ.get(PORT_ENV, "").strip()
+    if port is None:
+        port = env_port() or 0
     return FaultFleet(
-        accounts,
-        reply=reply or "Hello, operator: the drill route is alive.",
-        port=int(port) if port.isdigit() else 0,
+        accounts, reply=reply or "Hello, operator: the drill route is alive.", port=port
     )
+
+
+@contextlib.asynccontextmanager
+async def drill_fleet(
+    scenario: Scenario,
+    *,
+    reply: str | Callable[[dict], str] | None = None,
+    state: str | None = None,
+) -> AsyncIterator[FaultFleet]:
+    """The scenario's fleet, listening until the block ends. Its port: ``RELAY_DRILL_PORT``
+    when set (:class:`UsageError` when it cannot listen there); else, when the drill keeps
+    memory at ``state`` (its store's location), that memory's :func:`stable_port`, so the next
+    drill with it meets the same base URLs and starts warm (a port in use: a free one, with one
+    warning that this drill starts cold); else a free port."""
+    given = env_port()
+    port = given if given is not None else stable_port(state) if state else 0
+    fleet = fleet_for(scenario, reply=reply, port=port)
+    try:
+        await fleet.start()
+    except OSError as exc:
+        why = os.strerror(exc.errno) if exc.errno else str(exc)
+        if given is not None:
+            raise UsageError(
+                f"{PORT_ENV}={given}: cannot listen on {HOST}:{given} ({why})"
+            ) from None
+        if not port:
+            raise
+        log.warning(
+            "%s:%d, the drill's port for this memory, is taken (%s): the fleet listens on a "
+            "free port, so its routes are new to the memory and this drill starts cold (%s "
+            "picks a port)",
+            HOST,
+            port,
+            why.lower(),
+            PORT_ENV,
+        )
+        fleet = fleet_for(scenario, reply=reply, port=0)
+        await fleet.start()
+    try:
+        yield fleet
+    finally:
+        await fleet.aclose()
 
 
 def routes_for(scenario: Scenario, fleet: FaultFleet) -> list[Route]:
@@ -271,9 +341,12 @@ async def run_scenario(
     )
 
 
-async def run_named(name: str, policy: Policy, store: Store | None = None) -> DrillResult:
+async def run_named(
+    name: str, policy: Policy, store: Store | None = None, *, state: str | None = None
+) -> DrillResult:
     """Start the named scenario's fleet, run the scenario under ``policy`` (with the memory in
-    ``store``), stop the fleet."""
+    ``store``, whose location ``state`` picks the fleet's port: :func:`drill_fleet`), stop the
+    fleet."""
     scenario = SCENARIOS[name]
-    async with fleet_for(scenario) as fleet:
+    async with drill_fleet(scenario, state=state) as fleet:
         return await run_scenario(scenario, policy, fleet, store=store)
