@@ -68,7 +68,7 @@ def test_examples_are_valid_fleet_configs() -> None:
 
 def test_serve_json_example_lists_models_and_checks_its_key() -> None:
     """examples/fleet.json as a server: the listing, the key an account expects, a reply."""
-    with serving(EXAMPLES / "fleet.json") as ready:
+    with serving(EXAMPLES / "fleet.json", "--format", "json") as ready:  # what it prints
         nim = ready["accounts"]["nim"]
         assert nim == f"{ready['url']}/nim/v1" and ready["url"].startswith("http://127.0.0.1:")
         with httpx.Client(timeout=10) as client:
@@ -147,6 +147,29 @@ def test_toml_example_through_the_policy_example(tmp_path: Path) -> None:
 def test_serve_usage_errors_name_the_flag(argv: list[str], says: str) -> None:
     proc = run_cli(*argv, cwd=ROOT)  # cli.main, in this process
     assert proc.returncode == 2 and says in proc.stderr, proc.stderr
+
+
+@pytest.mark.timeout(30)  # before the refusal, --serve served on until killed: fail, not hang
+@pytest.mark.parametrize(
+    ("flags", "named"),
+    [
+        (["--format", "text"], "--format text"),
+        (["--format", "markdown"], "--format markdown"),
+        (["--state", "memory.json"], "--state"),
+        (["--policy", "policy.toml"], "--policy"),
+        (["--deadline", "5"], "--deadline"),
+        (["--probe-budget", "0", "--attempt-timeout", "9"], "--probe-budget, --attempt-timeout"),
+    ],
+)
+def test_serve_refuses_the_flags_of_a_pipeline_run(flags: list[str], named: str) -> None:
+    """The fleet --serve runs has no policy, bounds, memory or report format; these flags were
+    ignored without a word (a --deadline that bounded nothing). Refused before it listens, in
+    one line naming them."""
+    config = str(EXAMPLES / "fleet.toml")
+    proc = run_cli("drill", "--serve", "--config", config, *flags, cwd=ROOT)  # cli.main
+    assert (proc.returncode, proc.stdout) == (2, ""), proc.stderr  # no ready line
+    (line,) = proc.stderr.splitlines()
+    assert line.startswith(f"relay-review drill: error: {named}: not with --serve"), line
 
 
 def test_serve_bad_config_names_the_file(tmp_path: Path) -> None:

@@ -7,7 +7,8 @@ scenario it serves one chat request and prints the readiness table, the attempt 
 time-to-reply against the healthy route's own direct latency. Operators use it to see how their
 deadlines behave before trusting a free pool. With ``--serve --config FILE`` it only serves the
 fleet the file describes (``examples/fleet.toml``), as a local OpenAI-compatible server to point
-the other commands, or any client, at.
+the other commands, or any client, at; the flags of a pipeline run (``--policy``, the serving
+bounds, ``--state``, ``--format`` other than json) are refused with it, never ignored.
 
 With memory (``--state``, or ``RELAY_REVIEW_STATE``) and no ``RELAY_DRILL_PORT``, the fleet
 listens on a port derived from the memory's location
@@ -25,6 +26,7 @@ from pathlib import Path
 
 from relay_review import pipeline
 from relay_review.commands.common import (
+    FLAG_KEYS,
     add_format_arg,
     add_serving_args,
     add_state_arg,
@@ -51,7 +53,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "settings. Without --scenario: review a bundled sample diff and print the review "
         "(--format markdown: the PR comment). "
         "With --serve --config FILE: only serve the fleet FILE describes on 127.0.0.1 (one JSON "
-        "line with its base URLs, then until SIGTERM/Ctrl-C). "
+        "line with its base URLs, then until SIGTERM/Ctrl-C); it takes --port and -v, and "
+        "refuses the flags of a pipeline run (--policy, serving flags, --state, --format other "
+        "than json): give those to the commands pointed at the fleet. "
         "Scenarios: " + "; ".join(f"{s.name}: {s.description}" for s in SCENARIOS.values()),
     )
     p.add_argument(
@@ -81,10 +85,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         "--policy",
         metavar="FILE",
         help="policy TOML whose bounds to try (default: ./.github/relay-review.toml if it "
-        "exists, else built-in settings)",
+        "exists, else built-in settings; not with --serve)",
     )
     add_serving_args(p)
     add_format_arg(p, ("json", "text", "markdown"), default="text")  # markdown: comment only
+    p.set_defaults(format=None)  # None: not given (text), so --serve can refuse a given one
     add_state_arg(
         p,
         tail=f"; the fleet then listens on a port derived from this memory's location (one of "
@@ -100,6 +105,7 @@ def run(args: argparse.Namespace) -> int:
         return _serve(args)
     if args.port:
         raise UsageError("--port belongs to --serve")
+    fmt = args.format or "text"
     policy = policy_from_args(args)
     store = store_from_args(args, os.environ, policy)
     state = store_location(cli_state_url(args.state, os.environ))  # picks the fleet's port
@@ -107,9 +113,9 @@ def run(args: argparse.Namespace) -> int:
         path = policy_path(getattr(args, "policy", None))
         origin = f"drill policy {path}" if path else "built-in drill policy"
         report = pipeline.run_sync(run_review_drill(policy, store, origin, state=state))
-        if args.format == "json":
+        if fmt == "json":
             print(json.dumps(report.to_json(), indent=2))
-        elif args.format == "markdown":  # the comment alone (tools/render_comment_png.py)
+        elif fmt == "markdown":  # the comment alone (tools/render_comment_png.py)
             print(comment_markdown(report, marker=""), end="")
         else:  # plain text for a terminal; --format markdown is the comment itself
             print(
@@ -119,10 +125,10 @@ def run(args: argparse.Namespace) -> int:
             print()
             print(review_text(report), end="")
         return 0 if report.decision != Decision.UNAVAILABLE else 1
-    if args.format == "markdown":
+    if fmt == "markdown":
         raise UsageError("--format markdown is the review drill's comment; use text or json")
     result = pipeline.run_sync(run_named(args.scenario, policy, store, state=state))
-    if args.format == "json":
+    if fmt == "json":
         print(json.dumps(result.to_json(), indent=2))
     else:
         print(format_drill(result))
@@ -137,6 +143,25 @@ def _serve(args: argparse.Namespace) -> int:
         raise UsageError("--config is the fleet config of --serve; add --serve")
     if args.scenario is not None:
         raise UsageError("--serve serves a config, --scenario plays a built-in one; pick one")
+    refused = _pipeline_flags(args)
+    if refused:
+        them = "it" if len(refused) == 1 else "them"
+        raise UsageError(
+            f"{', '.join(refused)}: not with --serve, whose fleet runs no pipeline (no policy, "
+            f"bounds or memory); give {them} to the command you point at the fleet"
+        )
+    if args.format not in (None, "json"):
+        raise UsageError(
+            f"--format {args.format}: not with --serve, which prints one JSON line (--format json "
+            "is its only format)"
+        )
     if not 0 <= args.port <= 65535:
         raise UsageError(f"--port {args.port}: expected 0 (a free port) to 65535")
     return serve_config(args.config, args.port)
+
+
+def _pipeline_flags(args: argparse.Namespace) -> list[str]:
+    """The flags of a pipeline run given with ``--serve`` (``--policy``, the serving bounds,
+    ``--state``), as the command line spells them."""
+    given = [d for d in ("policy", *FLAG_KEYS, "state") if getattr(args, d, None) is not None]
+    return ["--" + dest.replace("_", "-") for dest in given]
