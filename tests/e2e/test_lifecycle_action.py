@@ -104,7 +104,8 @@ def github_creates_threads(gql: GraphQLMock, mock: MockGitHub) -> None:
     """What GitHub does with a posted review: a thread per line comment, by our bot."""
     for review in reviews_posted(mock):
         for c in review["comments"]:
-            gql.add_thread(REPO, NUMBER, c["path"], c["line"], c["body"], BOT, "NONE")
+            side = c.get("side", "RIGHT")
+            gql.add_thread(REPO, NUMBER, c["path"], c["line"], c["body"], BOT, "NONE", side)
 
 
 def next_push(mock: MockGitHub, overlay: Any, gql: GraphQLMock, head: str) -> None:
@@ -526,3 +527,83 @@ def test_a_renamed_file_keeps_its_findings_open_and_unposted(
     assert reviews_posted(github_mock) == []
     assert two.report is not None
     assert [f["state"] for f in two.report["findings"]] == ["open", "open"]
+
+
+#: Push 1 moves the query line below the lookup (removed at old line 10, added at new line
+#: 11); the SQL finding is on the added copy (RIGHT 11).
+MOVED = (
+    "@@ -10,4 +10,4 @@ def login(request):\n"
+    f"-    {QUERY_LINE}\n"
+    '     user = find_user(request.form["name"])\n'
+    f"+    {QUERY_LINE}\n"
+    f"     {ROWS_LINE}\n"
+    "     return ok(user)"
+)
+#: Push 2 drops the added copy: the pull request now only removes the query line, so its text
+#: is in the diff on the base side alone.
+REMOVED = (
+    "@@ -10,4 +10,3 @@ def login(request):\n"
+    f"-    {QUERY_LINE}\n"
+    '     user = find_user(request.form["name"])\n'
+    f"     {ROWS_LINE}\n"
+    "     return ok(user)"
+)
+
+
+@pytest.mark.parametrize("inline", ["true", "false"])
+def test_a_moved_line_removed_again_is_fixed_though_the_base_shows_it(
+    tmp_path: Path, github_mock: MockGitHub, fleet: Any, inline: str
+) -> None:
+    """Audit: the lifecycle kept no side and looked for a finding's cited lines on both. Push 1
+    moves the query line and the SQL finding is posted on the added copy; push 2 removes that
+    copy, so only the base's removed copy has the text, and that kept the finding open for
+    ever (its thread never replied to nor resolved; without inline comments, memory's entry
+    never fixed). Looked for on the side it was posted on, it is fixed in push 2, said once.
+    ``inline`` true: our thread decides (GitHub's ``diffSide``); false: memory does."""
+    overlay = github_mock.comments_overlay(SHA)
+    gql = github_mock.graphql
+    inputs = {"policy": policy_toml(fleet, "acme", head=FAST), "inline-comments": inline}
+    VERDICT.update(summary="One problem.", findings=[SQL])
+    moved = [api_file("app/auth.py", "modified", MOVED, 1, 1)]
+    one = run_in_process(tmp_path / "one", github_mock, inputs, files=moved)
+    assert one.code == 0, one.stdout + one.stderr
+    assert one.report is not None
+    assert [(f["state"], f["side"]) for f in one.report["findings"]] == [("new", "RIGHT")]
+    memory = payload_of(sticky(overlay))
+    assert memory is not None
+    assert [v.model_dump().get("side") for v in memory.findings.values()] == ["RIGHT"]
+    if inline == "true":
+        (review,) = reviews_posted(github_mock)
+        assert [(c["line"], c["side"]) for c in review["comments"]] == [(11, "RIGHT")]
+        github_creates_threads(gql, github_mock)
+        (sql_thread,) = gql.all_threads()
+        assert sql_thread.side == "RIGHT"
+
+    removed = [api_file("app/auth.py", "modified", REMOVED, 0, 1)]
+    for name, head in (("two", SHA2), ("three", SHA3)):
+        next_push(github_mock, overlay, gql, head)
+        VERDICT.update(summary="Nothing left.", findings=[])
+        since = len(gql.requests)
+        run = run_in_process(
+            tmp_path / name, github_mock, inputs, payload=pr_payload(head_sha=head), files=removed
+        )
+        assert run.code == 0, run.stdout + run.stderr
+        assert run.report is not None
+        assert run.report["lifecycle"]["counts"] == {
+            "new": 0,
+            "open": 0,
+            "fixed": 1,
+            "dismissed": 0,
+        }, run.report["lifecycle"]
+        assert "0 new since the last push · 0 still open · 1 fixed · 0 dismissed" in sticky(overlay)
+        assert reviews_posted(github_mock) == []
+        if inline == "true" and name == "two":
+            assert len(gql.mutations("resolveReviewThread", since)) == 1
+            assert run.report["github"]["review"]["resolved"] == 1
+        elif inline == "true":  # fixed already: nothing said or resolved again
+            assert not gql.mutations("addPullRequestReviewThreadReply", since)
+            assert not gql.mutations("resolveReviewThread", since)
+    if inline == "true":
+        assert sql_thread.resolved and sql_thread.resolved_by == BOT
+        ours = [c.body for c in sql_thread.comments[1:]]
+        assert len(ours) == 1 and ours[0].startswith(f"relay-review: fixed in `{SHA2[:12]}`")

@@ -78,6 +78,8 @@ class Thread:
     line: int | None
     comments: list[Comment] = field(default_factory=list)
     resolved_by: tuple[str, str] | None = None
+    #: ``diffSide``: the side of the diff the thread was placed on (a review comment's ``side``)
+    side: str = "RIGHT"
 
     @property
     def resolved(self) -> bool:
@@ -115,10 +117,12 @@ class GraphQLMock:
         body: str,
         author: tuple[str, str] = BOT,
         association: str = "NONE",
+        side: str = "RIGHT",
     ) -> Thread:
-        """A new thread whose first comment is ``body`` by ``author`` ((typename, login))."""
+        """A new thread whose first comment is ``body`` by ``author`` ((typename, login)), on
+        ``side`` of the diff."""
         n = next(self._ids)
-        thread = Thread(node_id=f"PRRT_{n}", path=path, line=line)
+        thread = Thread(node_id=f"PRRT_{n}", path=path, line=line, side=side)
         thread.comments.append(self._comment(body, author, association))
         self.threads.setdefault((repo, number), []).append(thread)
         return thread
@@ -181,6 +185,7 @@ class GraphQLMock:
             "isResolved": t.resolved,
             "path": t.path,
             "line": t.line,
+            "diffSide": t.side,
             "resolvedBy": self._actor(t.resolved_by),
             "comments": comments,
         }

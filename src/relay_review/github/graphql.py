@@ -35,6 +35,7 @@ query RelayReviewThreads($owner: String!, $name: String!, $number: Int!, $after:
           isResolved
           path
           line
+          diffSide
           resolvedBy {{ __typename login }}
           comments(first: {COMMENTS_PER_THREAD}) {{
             nodes {{

@@ -15,6 +15,12 @@ proves nothing: anyone can paste it. Threads we did not start are never replied 
   ``code changed`` when a new finding now sits on its line) and is resolved (``fixed``);
 * our thread whose cited lines are still in the diff stays open, even when the model did not
   repeat the finding this time;
+* "still in the diff" is looked for on the side the finding was posted on: the thread's
+  ``diffSide`` as GitHub says it (memory's ``side`` for a finding without a thread). A line
+  the pull request added and then removed again, or code it moved, still shows its removed
+  copy on the base side: that copy never keeps an added line's finding open. A finding whose
+  side is not known (a thread read without ``diffSide``, memory written before sides were
+  kept) is looked for on either side, as before;
 * a finding a maintainer dismissed is never posted again (``dismissed``): they resolved our
   thread themselves, replied ``/relay-review dismiss`` (the ``trigger`` input), "won't fix" or
   "false positive", or reacted 👎 on our comment, and only when their author association is one
@@ -51,6 +57,7 @@ from relay_review.github.graphql import (
     graphql,
 )
 from relay_review.records import Finding
+from relay_review.records.finding import Side
 from relay_review.review.decision import SEVERITY_RANK
 from relay_review.review.diff import DiffIndex
 from relay_review.review.fingerprint import still_cited
@@ -72,6 +79,8 @@ CLOSING_PREFIXES = ("relay-review: fixed in `", "relay-review: code changed in `
 MAX_BODY_CHARS = 65_536
 
 State = Literal["new", "open", "fixed", "dismissed"]
+#: The sides a thread or a remembered finding may name (anything else is read as not said).
+SIDES: tuple[Side, Side] = ("RIGHT", "LEFT")
 
 
 def marker(fingerprint: str, cited: str, first: str) -> str:
@@ -129,6 +138,9 @@ class Thread(BaseModel):
     resolved_by_type: str | None = None
     path: str = ""
     line: int | None = None
+    #: The side of the diff the thread was placed on (GraphQL ``diffSide``, set when we posted
+    #: it); ``None``: not said, so its cited lines are looked for on either side.
+    side: Side | None = None
     comments: tuple[ThreadComment, ...] = ()
 
     def closed_by_us(self, bot: str) -> bool:
@@ -193,6 +205,7 @@ def parse_threads(page: Any) -> list[Thread]:
             )
         by_type, by = _actor(node.get("resolvedBy"))
         line = node.get("line")
+        side = node.get("diffSide")
         out.append(
             Thread(
                 id=node["id"][:200],
@@ -201,6 +214,7 @@ def parse_threads(page: Any) -> list[Thread]:
                 resolved_by_type=by_type or None,
                 path=_str(node.get("path"), 4096),
                 line=line if isinstance(line, int) else None,
+                side=side if isinstance(side, str) and side in SIDES else None,
                 comments=tuple(comments),
             )
         )
@@ -329,6 +343,8 @@ class Known:
     first: str
     state: str
     how: str = ""
+    #: The side it was found on; ``None``: not kept (an older record): either side.
+    side: Side | None = None
 
 
 @dataclass
@@ -342,6 +358,8 @@ class Entry:
     first: str
     how: str = ""
     cited: str = ""
+    #: The side its cited lines are on (``None``: not known, either side).
+    side: Side | None = None
 
 
 @dataclass(frozen=True)
@@ -521,50 +539,63 @@ def plan(
             state, first = ("open", first) if seen else ("new", head12)
             out.post.append(i)
         out.states.append((state, first))
-        out.entries[fp] = Entry(fp, path, line, state, first, dismissed.get(fp, ""), cited)
+        how = dismissed.get(fp, "")
+        out.entries[fp] = Entry(fp, path, line, state, first, how, cited, f.side)
     new_at = {(findings[i].path, findings[i].line) for i in out.post}
     for fp, group in ours.items():
         if fp in current:
             continue
         thread, cited, first = group[0]
+        side = thread.side
         if fp in dismissed:
-            out.entries[fp] = Entry(fp, thread.path, thread.line, "dismissed", first, dismissed[fp])
+            out.entries[fp] = Entry(
+                fp, thread.path, thread.line, "dismissed", first, dismissed[fp], "", side
+            )
             continue
         standing = live(fp)
         if not standing:
-            out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, "fixed", cited)
+            out.entries[fp] = Entry(
+                fp, thread.path, thread.line, "fixed", first, "fixed", cited, side
+            )
             continue
-        at = _still(index, now_at(thread.path), cited)
+        at = still_there(index, now_at(thread.path), cited, side)
         if at is not None or not_seen(thread.path) or same_head(first):
-            out.entries[fp] = Entry(fp, thread.path, at or thread.line, "open", first, "", cited)
+            out.entries[fp] = Entry(
+                fp, thread.path, at or thread.line, "open", first, "", cited, side
+            )
             continue
-        how: Literal["fixed", "code changed"] = (
+        closing: Literal["fixed", "code changed"] = (
             "code changed" if (thread.path, thread.line) in new_at else "fixed"
         )
         for t, _, _ in standing:
             # said once: a thread reopened after our reply (a maintainer disagrees) or one our
             # resolve failed on is left as it is, never replied to again on every push
             if not t.replied_closing(bot):
-                out.close.append(Closing(t.id, fp, _reply(how, head12), how))
-        out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, how, cited)
+                out.close.append(Closing(t.id, fp, _reply(closing, head12), closing))
+        out.entries[fp] = Entry(fp, thread.path, thread.line, "fixed", first, closing, cited, side)
     for fp, k in remembered.items():  # seen before, with no thread of ours (inline comments off)
         if fp in out.entries:
             continue
         if k.state in ("dismissed", "fixed"):
-            out.entries[fp] = Entry(fp, k.path, None, k.state, k.first, k.how, k.cited)  # type: ignore[arg-type]
+            out.entries[fp] = Entry(fp, k.path, None, k.state, k.first, k.how, k.cited, k.side)  # type: ignore[arg-type]
         elif (
-            (at := _still(index, now_at(k.path), k.cited)) is not None
+            (at := still_there(index, now_at(k.path), k.cited, k.side)) is not None
             or not_seen(k.path)
             or same_head(k.first)
         ):
-            out.entries[fp] = Entry(fp, k.path, at, "open", k.first, "", k.cited)
+            out.entries[fp] = Entry(fp, k.path, at, "open", k.first, "", k.cited, k.side)
         else:
-            out.entries[fp] = Entry(fp, k.path, None, "fixed", k.first, "fixed", k.cited)
+            out.entries[fp] = Entry(fp, k.path, None, "fixed", k.first, "fixed", k.cited, k.side)
     return out
 
 
-def _still(index: DiffIndex, path: str, cited: str) -> int | None:
-    """Where the cited lines are now, on either side (a finding may cite removed lines)."""
+def still_there(index: DiffIndex, path: str, cited: str, side: Side | None = None) -> int | None:
+    """Where the cited lines are now on ``side``, the side the finding was posted on: a line
+    the pull request added is still there only while it still adds it, whatever copy the base
+    side shows (moved code, or an added line removed again). ``None`` (a side not known: an
+    older record): on either side, as before sides were kept."""
+    if side is not None:
+        return still_cited(index, path, cited, side)
     at = still_cited(index, path, cited)
     return at if at is not None else still_cited(index, path, cited, "LEFT")
 

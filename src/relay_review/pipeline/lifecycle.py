@@ -79,7 +79,7 @@ def plan_story(
     report's findings with their state, and keep the states in memory (one more save)."""
     scope = f"{event.repo_full_name}#{event.number}:"
     remembered = {
-        k[len(scope) :]: Known(v.path, v.cited, v.first, v.state, v.how)
+        k[len(scope) :]: Known(v.path, v.cited, v.first, v.state, v.how, v.side)
         for k, v in life.memory.findings.items()
         if k.startswith(scope)
     }
@@ -143,6 +143,7 @@ def plan_story(
             first=e.first[:64],
             state="open" if e.state == "new" else e.state,
             how=e.how[:40],
+            side=e.side,
             at=now,
             until=now + life.ttl,
         )

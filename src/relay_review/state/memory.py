@@ -161,19 +161,25 @@ class ChunkMemo(_Timed):
 
 
 FindingState = Literal["open", "fixed", "dismissed"]
+#: The side of the diff a finding's cited lines are on (RIGHT: the head's added lines, LEFT:
+#: the base's removed lines), as GitHub spells it.
+FindingSide = Literal["RIGHT", "LEFT"]
 
 
 class FindingMemo(_Timed):
     """A finding seen on an earlier push, by fingerprint (:mod:`relay_review.review.fingerprint`):
     its path, its cited lines' hash, the commit it was first seen at, and its state; ``how`` says
     how it was fixed or dismissed (``fixed``, ``code changed``, ``won't fix``, ``👎``, ...). A
-    ``dismissed`` one is never posted again."""
+    ``dismissed`` one is never posted again. ``side``: the side its cited lines are on, where a
+    later push looks for them (``None``: written before sides were kept; either side); read
+    strictly like every field, so anything but ``RIGHT`` or ``LEFT`` drops the entry."""
 
     path: str = Field(max_length=4096)
     cited: str = Field("", max_length=40)
     first: str = Field("", max_length=64)
     state: FindingState = "open"
     how: str = Field("", max_length=40)
+    side: FindingSide | None = None
 
     def _longest(self, limits: Limits) -> float | None:
         return max(limits.horizon, limits.findings)
@@ -253,6 +259,10 @@ def _dump(memory: Memory) -> bytes:
     # share the comment's 16 KB): decoding fills them in again
     data["chunks"] = {
         k: v.model_dump(mode="json", exclude_defaults=True) for k, v in memory.chunks.items()
+    }
+    # a finding whose side is not known is written as before sides were kept (no ``side``)
+    data["findings"] = {
+        k: v.model_dump(mode="json", exclude_none=True) for k, v in memory.findings.items()
     }
     return json.dumps(data, separators=(",", ":"), ensure_ascii=True).encode()
 

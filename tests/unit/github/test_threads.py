@@ -24,9 +24,11 @@ from relay_review.github.threads import (
     dismissal,
     marker,
     parse_marker,
+    parse_threads,
     plan,
     read_threads,
     same_actor,
+    still_there,
 )
 from relay_review.pipeline.review import with_fingerprints
 from relay_review.records import Finding
@@ -316,6 +318,121 @@ def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() ->
     assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
 
 
+#: Push 1 moves ``BUG_A`` below ``keep`` (removed at old line 2, added at new line 3); push 2
+#: drops the added copy, so only the base side (LEFT 2) still shows the text.
+MOVED = (
+    "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
+    f"@@ -1,3 +1,3 @@\n ctx = 1\n-{BUG_A}\n keep = 2\n+{BUG_A}\n"
+)
+REMOVED_AGAIN = (
+    "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
+    f"@@ -1,3 +1,2 @@\n ctx = 1\n-{BUG_A}\n keep = 2\n"
+)
+
+
+def moved_finding() -> dict[str, Any]:
+    """The finding push 1 posted on the added copy (RIGHT 3) of the moved line."""
+    raw = [Finding(path="app.py", line=3, side="RIGHT", severity="high", message="sql")]
+    (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, DiffIndex.from_diff(MOVED))]
+    assert f["fingerprint"] and f["side"] == "RIGHT"
+    return f
+
+
+def test_the_still_there_check_looks_on_the_side_given_and_on_both_without_one() -> None:
+    moved, removed = DiffIndex.from_diff(MOVED), DiffIndex.from_diff(REMOVED_AGAIN)
+    cited = moved_finding()["cited"]
+    assert still_there(moved, "app.py", cited, "RIGHT") == 3
+    assert still_there(moved, "app.py", cited, "LEFT") == 2
+    assert still_there(removed, "app.py", cited, "RIGHT") is None  # the added copy is gone
+    assert still_there(removed, "app.py", cited, "LEFT") == 2
+    assert still_there(removed, "app.py", cited) == 2  # no side known: either, as before
+    assert still_there(removed, "app.py", cited, None) == 2
+
+
+def test_a_moved_line_removed_again_is_fixed_though_the_base_still_shows_it() -> None:
+    """Audit: the cited lines were looked for on both sides, so the finding on the added copy
+    of a moved line stayed open for ever once that copy was removed again (the base's removed
+    copy has the same text). Our thread says it is on the RIGHT side: there it is gone."""
+    f = moved_finding()
+    removed = DiffIndex.from_diff(REMOVED_AGAIN)
+    p = run_plan([], [our_thread(f, side="RIGHT")], idx=removed)
+    assert [(c.thread_id, c.how) for c in p.close] == [("T1", "fixed")]
+    entry = p.entries[f["fingerprint"]]
+    assert (entry.state, entry.side) == ("fixed", "RIGHT")
+    # a thread that says no side (read without diffSide) is looked for on both, as before
+    p = run_plan([], [our_thread(f)], idx=removed)
+    assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
+    assert p.entries[f["fingerprint"]].side is None
+    # while the pull request still adds it, it is still open, where the added copy is
+    p = run_plan([], [our_thread(f, side="RIGHT")], idx=DiffIndex.from_diff(MOVED))
+    assert p.close == [] and p.entries[f["fingerprint"]].line == 3
+
+
+def test_a_finding_on_removed_lines_posted_on_the_left_stays_open_there() -> None:
+    text = (
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
+        "@@ -1,3 +1,2 @@\n ctx = 1\n-check(password)\n keep = 2\n"
+    )
+    removed = DiffIndex.from_diff(text)
+    raw = [Finding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
+    (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, removed)]
+    p = run_plan([], [our_thread(f, side="LEFT")], idx=removed)
+    assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
+    # the same text added back (not removed any more): on the LEFT side it is gone
+    added = DiffIndex.from_diff(
+        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
+        "@@ -1,2 +1,3 @@\n ctx = 1\n keep = 2\n+check(password)\n"
+    )
+    p = run_plan([], [our_thread(f, side="LEFT")], idx=added)
+    assert [c.how for c in p.close] == ["fixed"]
+
+
+def test_memory_without_a_thread_looks_on_its_side_and_an_old_entry_on_both() -> None:
+    """With inline comments off there is no thread: memory's side decides. An entry written
+    before sides were kept (``side`` None) is looked for on either side, as before."""
+    f = moved_finding()
+    removed = DiffIndex.from_diff(REMOVED_AGAIN)
+    sided = Known("app.py", f["cited"], HEAD1[:12], "open", side="RIGHT")
+    p = run_plan([], [], remembered={f["fingerprint"]: sided}, idx=removed)
+    assert (p.entries[f["fingerprint"]].state, p.entries[f["fingerprint"]].side) == (
+        "fixed",
+        "RIGHT",
+    )
+    old = Known("app.py", f["cited"], HEAD1[:12], "open")
+    assert old.side is None
+    p = run_plan([], [], remembered={f["fingerprint"]: old}, idx=removed)
+    assert p.entries[f["fingerprint"]].state == "open" and p.entries[f["fingerprint"]].side is None
+
+
+def test_a_current_finding_keeps_the_side_it_was_found_on() -> None:
+    (a,) = findings(index(), 2)
+    p = run_plan([a], [], head=HEAD1)
+    assert p.entries[a["fingerprint"]].side == "RIGHT"
+
+
+def thread_node(**extra: Any) -> dict[str, Any]:
+    return {"reviewThreads": {"nodes": [{"id": "T1", "path": "app.py", "line": 2, **extra}]}}
+
+
+@pytest.mark.parametrize(
+    ("given", "read"),
+    [
+        ({"diffSide": "RIGHT"}, "RIGHT"),
+        ({"diffSide": "LEFT"}, "LEFT"),
+        ({}, None),  # not asked for, or an older answer
+        ({"diffSide": None}, None),
+        ({"diffSide": "right"}, None),  # GitHub's enum is upper case; nothing else is a side
+        ({"diffSide": "BOTH"}, None),
+        ({"diffSide": 1}, None),
+        ({"diffSide": ["LEFT"]}, None),
+        ({"diffSide": {"LEFT": 1}}, None),
+    ],
+)
+def test_a_threads_side_is_read_strictly(given: dict[str, Any], read: str | None) -> None:
+    (t,) = parse_threads(thread_node(**given))
+    assert t.side == read
+
+
 def test_a_thread_we_resolved_counts_as_fixed() -> None:
     (a,) = findings(index(), 2)
     said = ThreadComment(
@@ -479,11 +596,15 @@ def test_threads_read_replied_and_resolved_through_graphql() -> None:
         ours = mock.add_thread(REPO, NUMBER, "app.py", 2, body)
         mock.reply(ours, "won't fix", ("User", "maint"), "MEMBER")
         for i in range(60):  # more than one page
-            mock.add_thread(REPO, NUMBER, "lib.py", i + 1, f"human {i}", ("User", "h"), "MEMBER")
+            side = "LEFT" if i == 0 else "RIGHT"
+            mock.add_thread(
+                REPO, NUMBER, "lib.py", i + 1, f"human {i}", ("User", "h"), "MEMBER", side
+            )
         gh = make_github("tok", url, timeout=5, seconds_between_writes=0.0)
         threads = read_threads(gh, REPO, NUMBER)
         assert len(threads) == 61
         assert threads[0].ours(BOT_REST) == (a["fingerprint"], a["cited"], HEAD1[:12])
+        assert threads[0].side == "RIGHT" and threads[1].side == "LEFT"  # GitHub's diffSide
         assert threads[0].comments[1].association == "MEMBER"
         assert sum(t.ours(BOT_REST) is not None for t in threads) == 1
         done = close(gh, [Closing(ours.node_id, a["fingerprint"], "fixed in `x`", "fixed")])
@@ -646,6 +767,38 @@ def test_memory_findings_are_optional_bounded_and_kept_fresh() -> None:
     assert min(v.at for v in kept.values()) > 0  # the oldest went first
     with pytest.raises(ValueError):
         FindingMemo(path="x", state="gone", at=1, until=2)  # type: ignore[arg-type]
+
+
+def test_a_finding_memo_without_a_side_reads_and_a_bad_side_drops_only_its_entry() -> None:
+    """Memory written before sides were kept has no ``side``: it reads, as not known. The side
+    is input like every field of a stored record: only ``RIGHT`` or ``LEFT``, strictly; anything
+    else drops that entry (counted), never the others, never the run."""
+    import json
+
+    from relay_review.state.memory import FindingMemo, Limits, Memory, decode, encode
+
+    memo = {"path": "app.py", "cited": "c" * 20 + ":1", "first": "abc", "state": "open"}
+    times = {"at": 100.0, "until": 200.0}
+    good = {"old": {**memo, **times}, "sided": {**memo, **times, "side": "LEFT"}}
+    bad = ["right", "Left", "BOTH", "", 1, True, ["LEFT"], {"RIGHT": 1}, "RIGHT "]
+    record = {
+        "version": 2,
+        "findings": {
+            **good,
+            **{f"bad{i}": {**memo, **times, "side": b} for i, b in enumerate(bad)},
+        },
+    }
+    loaded = decode(json.dumps(record), limits=Limits(now=150.0, horizon=100.0, findings=100.0))
+    assert sorted(loaded.memory.findings) == ["old", "sided"]
+    assert loaded.memory.findings["old"].side is None
+    assert loaded.memory.findings["sided"].side == "LEFT"
+    assert loaded.ignored == len(bad) and "side" in loaded.why
+    # written back: a memo whose side is not known is written as before (no "side" key)
+    data = json.loads(encode(loaded.memory))
+    assert "side" not in data["findings"]["old"] and data["findings"]["sided"]["side"] == "LEFT"
+    assert decode(encode(loaded.memory)).memory == loaded.memory
+    right = FindingMemo(path="a", state="fixed", side="RIGHT", at=1, until=2)
+    assert decode(encode(Memory(findings={"k": right}))).memory.findings["k"] == right
 
 
 def test_redis_keeps_findings_by_fingerprint(redis_server: Any) -> None:
