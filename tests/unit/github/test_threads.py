@@ -305,7 +305,8 @@ def test_a_thread_on_a_file_not_reviewed_this_run_is_left_open() -> None:
     assert [c.how for c in p2.close] == ["fixed"]  # the file left the pull request's diff
 
 
-def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() -> None:
+def removed_line_finding() -> tuple[DiffIndex, dict]:
+    """A diff that removes ``check(password)`` and a finding on that removed line (LEFT)."""
     text = (
         "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
         "@@ -1,3 +1,2 @@\n ctx = 1\n-check(password)\n keep = 2\n"
@@ -313,6 +314,11 @@ def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() ->
     removed = DiffIndex.from_diff(text)
     raw = [Finding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
     (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, removed)]
+    return removed, f
+
+
+def test_a_finding_on_removed_lines_stays_open_while_they_are_still_removed() -> None:
+    removed, f = removed_line_finding()
     assert f["fingerprint"]
     p = run_plan([], [our_thread(f)], idx=removed)
     assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
@@ -369,13 +375,7 @@ def test_a_moved_line_removed_again_is_fixed_though_the_base_still_shows_it() ->
 
 
 def test_a_finding_on_removed_lines_posted_on_the_left_stays_open_there() -> None:
-    text = (
-        "diff --git a/app.py b/app.py\n--- a/app.py\n+++ b/app.py\n"
-        "@@ -1,3 +1,2 @@\n ctx = 1\n-check(password)\n keep = 2\n"
-    )
-    removed = DiffIndex.from_diff(text)
-    raw = [Finding(path="app.py", line=2, side="LEFT", severity="high", message="gone")]
-    (f,) = [x.model_dump(mode="json") for x in with_fingerprints(raw, removed)]
+    removed, f = removed_line_finding()
     p = run_plan([], [our_thread(f, side="LEFT")], idx=removed)
     assert p.close == [] and p.entries[f["fingerprint"]].state == "open"
     # the same text added back (not removed any more): on the LEFT side it is gone
