@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,9 +50,9 @@ from action_harness import (
     run_in_process,
     standard_fleet,
 )
-from github_mock import MockGitHub, webhook_examples
+from github_mock import BOT_LOGIN, MockGitHub, OverlayOp, webhook_examples
 from relay_review.drill import FaultFleet
-from relay_review.github.comment import MARKER
+from relay_review.github.comment import MARKER, head_line
 
 pytestmark = pytest.mark.integration  # every test here starts a server or a subprocess
 
@@ -273,6 +274,85 @@ def test_own_sticky_is_edited_in_place(
     assert patch.path.endswith("/issues/comments/3")  # github-actions[bot]'s, not mallory's (2)
     assert not github_mock.calls("POST")
     assert run.report is not None and run.report["github"]["comment_action"] == "updated"
+
+
+#: The default policy: only discovery's timeout and the comment interval set.
+DEFAULT_POLICY_HEAD = "[discovery]\ntimeout = 3\n\n[github]\nwrite_interval = 0\n"
+#: The head an earlier push's sticky comment was for.
+EARLIER_SHA = "1111111111111111111111111111111111111111"
+
+
+@pytest.mark.parametrize("earlier", [False, True], ids=["first-push", "sticky-of-an-earlier-push"])
+def test_a_run_asks_github_each_thing_once(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet, earlier: bool
+) -> None:
+    """An audit counted, per run on ``pull_request_target``, ``GET /user`` twice (403 with a
+    ``GITHUB_TOKEN``) and the pull request's comments listed twice before the comment was
+    written: the comment store's read before the review and the publisher's upsert after it
+    each asked for itself. One answer of each is now shared within the run, and nothing between
+    runs (the second run, in this same process, asks again). The repeats left are the documented
+    ones: the comments listed once more after a create (did a concurrent run create one too?),
+    and the head read again before editing a sticky comment that names another head."""
+    overlay = github_mock.comments_overlay(SHA)
+    if earlier:
+        overlay.seed(REPO, NUMBER, f"{MARKER}\n{head_line(EARLIER_SHA)}\nan earlier verdict")
+    policy = policy_toml(fleet, "acme", head=DEFAULT_POLICY_HEAD)
+    listing, pull = f"/repos/{REPO}/issues/{NUMBER}/comments", f"/repos/{REPO}/pulls/{NUMBER}"
+    for n in (1, 2):  # the second run finds the first one's comment, for its own head
+        github_mock.reset()  # the log and the stubs go; GitHub's state (the overlay) stays
+        github_mock.overlay = overlay
+        run = run_in_process(tmp_path / f"run{n}", github_mock, {"policy": policy})
+        assert run.code == 0, run.stdout + run.stderr
+        calls = github_mock.calls()
+        seen = [str(c) for c in calls]
+        before_write = calls[: next(i for i, c in enumerate(calls) if c.method != "GET")]
+        gets = Counter(c.path for c in calls if c.method == "GET")
+        created = len(github_mock.calls("POST", f"^{listing}$"))
+        assert gets["/user"] == 1, seen
+        assert [c.path for c in before_write].count(listing) == 1, seen  # one page: one GET
+        assert gets[listing] == 1 + created, seen  # + the check after a create
+        assert gets[pull] == (2 if earlier and n == 1 else 1), seen  # + the re-read
+        repeated = [p for p, count in gets.items() if count > 1 and p not in (listing, pull)]
+        assert repeated == [], seen
+        assert run.report is not None
+        action = run.report["github"]["comment_action"]
+        assert action == ("created" if n == 1 and not earlier else "updated"), seen
+    (ours,) = [c for c in overlay.comments(REPO, NUMBER) if c.login == BOT_LOGIN]
+    assert ours.body.split("\n")[1] == head_line(SHA)
+
+
+def test_a_sticky_deleted_during_the_run_is_posted_again(
+    tmp_path: Path, github_mock: MockGitHub, fleet: FaultFleet
+) -> None:
+    """The run lists the comments once, before its review; someone deletes our sticky comment
+    while it reviews. The edit's 404 lists them again, and the verdict is posted as a new
+    comment, as when the upsert listed for itself."""
+    overlay = github_mock.comments_overlay(SHA)
+    gone = overlay.seed(REPO, NUMBER, f"{MARKER}\n{head_line(EARLIER_SHA)}\nan earlier verdict")
+
+    def delete_after_the_head_check(op: OverlayOp) -> None:
+        if op.kind == "head":
+            overlay.remove(gone)
+
+    overlay.after.append(delete_after_the_head_check)
+    policy = policy_toml(fleet, "acme", head=DEFAULT_POLICY_HEAD)
+    run = run_in_process(tmp_path, github_mock, {"policy": policy})
+    assert run.code == 0, run.stdout + run.stderr
+    assert overlay.kinds() == [
+        "list",
+        "list_repo",
+        "head",
+        "head",
+        "edit",
+        "list",
+        "create",
+        "list",
+    ]
+    assert f"the sticky comment {gone}, listed before the review, is gone" in run.stdout
+    (ours,) = overlay.comments(REPO, NUMBER)
+    assert ours.id != gone and "SQL injection" in ours.body
+    assert run.report is not None and run.report["github"]["comment_action"] == "created"
+    assert run.outputs["comment-url"].endswith(f"#issuecomment-{ours.id}")
 
 
 def test_head_moved_posts_nothing(

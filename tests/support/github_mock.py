@@ -420,6 +420,11 @@ class CommentsOverlay:
                 made.created_at = made.updated_at = updated_at
             return made.id
 
+    def remove(self, comment_id: int) -> None:
+        """Delete a comment as someone else would (no request: e.g. from a hook, mid-run)."""
+        with self._lock:
+            self._comments.pop(comment_id, None)
+
     def fault(
         self,
         kind: str,

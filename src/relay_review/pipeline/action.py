@@ -42,13 +42,11 @@ outputs, error annotations) is also scrubbed of those values.
 from __future__ import annotations
 
 import asyncio
-import functools
 import time
 import traceback
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
 
 from relay_review import __version__
 from relay_review.config import MemoryPolicy, resolve_accounts, resolve_require_zdr
@@ -56,7 +54,7 @@ from relay_review.config.inputs import ActionInputs, read_action_inputs, secret_
 from relay_review.errors import UsageError
 from relay_review.github import actions
 from relay_review.github.client import DEFAULT_API_URL, WaitBudget, make_github
-from relay_review.github.comment import recent_stickies, resolve_author, sticky_body
+from relay_review.github.comment import StickyReader, recent_stickies
 from relay_review.github.errors import EventError, GitHubEdgeError, PolicyRefError
 from relay_review.github.event import PullRequestEvent
 from relay_review.github.log import Secrets, log_to_stdout, say
@@ -95,10 +93,6 @@ from relay_review.state import (
     open_store,
 )
 from relay_review.state.memory import CLOCK_SKEW_S
-
-if TYPE_CHECKING:
-    from github import Github
-    from github.Repository import Repository
 
 EXIT_FAILED, EXIT_CONFIG = 1, 2
 __all__ = ["EXIT_CONFIG", "EXIT_FAILED", "EXIT_OK", "Stop", "exit_code", "main", "run"]
@@ -167,6 +161,9 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
             actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
+    # our sticky comment as this run reads it: GET /user and the listing asked once, shared by
+    # the comment store's read (before the review) and the publisher's upsert (after it)
+    reader = StickyReader(gh, repo, event.number, inputs.comment_author)
     with actions.group("relay-review: pull request files"):
         index, unlisted = files_stage(repo, event)
         remaining = policy.serving.deadline - (time.monotonic() - started)
@@ -174,7 +171,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
     with actions.group("relay-review: review"):
         run_secrets = [*secret_values(env), *(env.get(a.api_key_env, "") for a in accounts)]
         store = KeptStore(
-            state_store(gh, repo, event, inputs, policy.state.timeout_s, policy.memory),
+            state_store(reader, event, inputs, policy.state.timeout_s, policy.memory),
             secrets=run_secrets,
             scope=findings_scope(event.repo_full_name, event.number),
         )
@@ -236,6 +233,7 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
             state_line=store.line,
             lifecycle=lifecycle,
             noise=Noise(policy.github.inline_min_severity, policy.github.max_inline),
+            reader=reader,
         )
     report.github = published.summary()
     report.run_elapsed_s = round(time.monotonic() - started, 3)
@@ -309,8 +307,7 @@ class KeptStore:
 
 
 def state_store(
-    gh: Github,
-    repo: Repository,
+    reader: StickyReader,
     event: PullRequestEvent,
     inputs: ActionInputs,
     timeout: float | None = None,
@@ -319,26 +316,21 @@ def state_store(
     """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
     ``[state] timeout_s``; a Redis keeps the review memory in our sticky comment,
     :class:`~relay_review.state.SplitStore`); ``comment`` reads our sticky comment
-    only (found by marker and author), when the review asks for it, and the route memory of
-    the newest sticky comment (marker and author again) of the repository's other pull
-    requests updated within ``memory``'s route horizon
-    (:func:`~relay_review.pipeline.route_memory.route_horizon`): one listing of the
-    repository's newest comments, under the same token's read permission."""
-    author = functools.cache(lambda: resolve_author(gh, inputs.comment_author))
+    only (found by marker and author, through the run's ``reader``, whose listing the publisher
+    reuses), when the review asks for it, and the route memory of the newest sticky comment
+    (marker and author again) of the repository's other pull requests updated within
+    ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one
+    listing of the repository's newest comments, under the same token's read permission."""
     if inputs.state != "comment":  # a Redis keeps the review memory in our comment
-        return open_store(
-            inputs.state, lambda: sticky_body(repo, event.number, author()), timeout=timeout
-        )
+        return open_store(inputs.state, reader.body, timeout=timeout)
 
     def others() -> list[tuple[str, str | None]]:
         horizon = route_horizon(memory or MemoryPolicy()) + CLOCK_SKEW_S
         since = datetime.fromtimestamp(time.time() - horizon, UTC)
-        found = recent_stickies(repo, author(), since=since, exclude=event.number)
+        found = recent_stickies(reader.repo, reader.author(), since=since, exclude=event.number)
         return [(f"#{number}", body) for number, body in found]
 
-    return open_store(
-        "comment", lambda: sticky_body(repo, event.number, author()), read_others=others
-    )
+    return open_store("comment", reader.body, read_others=others)
 
 
 def log_review(report: RunReport, secrets: Secrets) -> None:

@@ -21,7 +21,7 @@ from relay_review.github.comment import (
     HEAD_LINE_CHARS,
     MARKER,
     MAX_BODY_CHARS,
-    resolve_author,
+    StickyReader,
     upsert_sticky,
 )
 from relay_review.github.errors import GitHubEdgeError, GitHubRateLimited
@@ -97,6 +97,7 @@ def publish(
     state_line: str | None = None,
     lifecycle: Lifecycle | None = None,
     noise: Noise | None = None,
+    reader: StickyReader | None = None,
 ) -> Published:
     """Post the sticky comment (and line comments) unless the head moved; never raises for
     GitHub's answers (the verdict then goes to the step summary). ``budget`` bounds how long a
@@ -105,11 +106,15 @@ def publish(
     ``lifecycle``: carry findings across pushes (post each once, close our fixed threads,
     honour dismissals); the report's findings then say their state, and memory keeps it.
     ``noise``: the severity floor and cap of inline comments (:mod:`relay_review.review.noise`;
-    default ``medium`` and 10): the rest stay in the sticky comment only."""
+    default ``medium`` and 10): the rest stay in the sticky comment only. ``reader``: the run's
+    reader of our comment (its author and listing, when the comment store asked already: not
+    asked again); default a fresh one."""
     published = Published()
     if _head_moved(repo, event, secrets, published):
         return published
-    author = resolve_author(gh, inputs.comment_author)
+    if reader is None:
+        reader = StickyReader(gh, repo, event.number, inputs.comment_author)
+    author = reader.author()
     story = None
     # no verdict (no route served): nothing is known of the findings; leave threads and memory
     if lifecycle is not None and report.decision != Decision.UNAVAILABLE:
@@ -132,7 +137,7 @@ def publish(
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
     if state_line:
         body = body.rstrip("\n") + "\n" + state_line + "\n"
-    if not _post_sticky(repo, event, author, body, secrets, budget, published):
+    if not _post_sticky(repo, event, reader, body, secrets, budget, published):
         return published
     if inputs.inline_comments:
         chosen = [findings[candidates[j]] for j in inline.post]
@@ -208,7 +213,7 @@ def _head_moved(
 def _post_sticky(
     repo: Repository,
     event: PullRequestEvent,
-    author: str,
+    reader: StickyReader,
     body: str,
     secrets: Secrets,
     budget: WaitBudget | None,
@@ -218,7 +223,13 @@ def _post_sticky(
     not posted: refused, failed, rate-limited, or a newer head's run owns it."""
     try:
         sticky = upsert_sticky(
-            repo, event.number, body, author=author, head_sha=event.head_sha, budget=budget
+            repo,
+            event.number,
+            body,
+            author=reader.author(),
+            head_sha=event.head_sha,
+            budget=budget,
+            listed=reader.listed,  # the comment store's listing, if it listed: not listed again
         )
     except GitHubRateLimited as exc:
         published.not_posted = NotPosted.RATE_LIMITED
