@@ -5,9 +5,10 @@ Anyone can paste the hidden marker into a comment, so a comment counts as ours o
 starts with the marker *and* its author is the token's login. For ``GITHUB_TOKEN`` that login is
 ``github-actions[bot]``; ``GET /user`` answers 403 for installation tokens, so it is only a hint
 (see :func:`resolve_author`). Check :func:`relay_review.github.pr.head_moved` before calling
-:func:`upsert_sticky`. A run asks whose comments are ours, and lists them, once
-(:class:`StickyReader`): the ``comment`` store's read before the review and the upsert after it
-share the answers.
+:func:`upsert_sticky`. A run asks whose comments are ours once (:class:`StickyReader`): the
+``comment`` store's reads before the review and the upsert after it share the answer. The
+upsert lists the comments afresh: a listing taken before the review may be minutes old, and a
+run that wrote from it would miss a comment another run posted meanwhile and make a second.
 
 Writes, each tried at most twice and each bounded by the client's request timeout:
 
@@ -21,11 +22,6 @@ Writes, each tried at most twice and each bounded by the client's request timeou
   call tried once more only when the wait fits the :class:`~relay_review.github.client.WaitBudget`
   (``github.max_wait`` for all waits of the upsert together, and the run's deadline); else
   :class:`GitHubRateLimited` is raised.
-
-Given the run's earlier listing (``listed``), the upsert starts from it instead of listing
-again: a sticky listed there is edited (a 404, the comment deleted meanwhile, lists again and goes
-on as without it); none listed there means create, and the check after creating (below) sees a
-comment another run made meanwhile.
 
 Once our comment is posted, a failure of the follow-up checks (the re-list, a head read, a
 delete while converging) is logged and the posted comment reported: the verdict is on the PR.
@@ -53,7 +49,7 @@ from __future__ import annotations
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from datetime import datetime
 from typing import Literal, TypeVar
 
@@ -204,10 +200,10 @@ def find_sticky(
 class StickyReader:
     """Our sticky comment on pull request ``number``, as one run reads it: whose comments count
     as ours (:func:`resolve_author`: ``GET /user`` asked at most once) and our comments listed
-    (:func:`list_stickies`) at most once, each on first use. The ``comment`` store's read before
-    the review and :func:`upsert_sticky` after it (``listed=``:attr:`listed`) share the answers.
-    Make one per run: it keeps them for its own life only. A listing that fails is not kept (the
-    next use lists again)."""
+    (:func:`list_stickies`) at most once, each on first use. The ``comment`` store's reads
+    before the review share the listing; the publisher after it shares the author only (the
+    upsert lists afresh, module docs). Make one per run: it keeps them for its own life only. A
+    listing that fails is not kept (the next use lists again)."""
 
     def __init__(
         self,
@@ -227,11 +223,6 @@ class StickyReader:
         if self._author is None:
             self._author = resolve_author(self.gh, self.expected_author)
         return self._author
-
-    @property
-    def listed(self) -> list[IssueComment] | None:
-        """Our comments as this run listed them, oldest first; ``None`` until listed."""
-        return None if self._listed is None else list(self._listed)
 
     def find(self) -> tuple[IssueComment | None, int]:
         """As :func:`find_sticky`, from this run's listing (listed now, on the first call)."""
@@ -302,11 +293,8 @@ class _Sticky:
         marker: str,
         head_sha: str | None,
         budget: WaitBudget,
-        listed: Sequence[IssueComment] | None = None,
     ) -> None:
         self.repo, self.number, self.body = repo, number, body
-        #: Our comments as the run listed them earlier (``None``: list them now).
-        self.listed = None if listed is None else list(listed)
         self.author, self.marker, self.budget = author, marker, budget
         self.head_sha = head_sha.lower() if head_sha else None
         self.where = f"{repo.full_name}#{number}"
@@ -469,28 +457,8 @@ class _Sticky:
             self.delete(comment)
         return self.result("created" if ident[0] == mine else "updated", ident)
 
-    def earlier(self) -> StickyResult | None:
-        """Edit the sticky of the run's earlier listing; ``None`` when there is none listed
-        there, or when it is gone (404: deleted since): the caller lists again."""
-        if not self.listed:
-            return None
-        try:
-            return self.update_existing(self.listed, created=False)
-        except GitHubEdgeError as exc:
-            if exc.status != 404:  # a rate limit (403/429) too
-                raise
-        log.warning(
-            "the sticky comment %d, listed before the review, is gone (HTTP 404); "
-            "listing the comments again",
-            self.listed[0].id,
-        )
-        self.listed = None
-        return None
-
     def upsert(self) -> StickyResult:
-        if (done := self.earlier()) is not None:
-            return done
-        ours = self.list_ours() if self.listed is None else []
+        ours = self.list_ours()
         if ours:
             return self.update_existing(ours, created=False)
         try:
@@ -531,7 +499,6 @@ def upsert_sticky(
     marker: str = MARKER,
     head_sha: str | None = None,
     budget: WaitBudget | None = None,
-    listed: Sequence[IssueComment] | None = None,
 ) -> StickyResult:
     """Edit our sticky comment on PR ``number`` to ``body``, or create it once (module docs).
 
@@ -541,11 +508,10 @@ def upsert_sticky(
     and convergence. ``budget`` bounds rate-limit waits (default: none allowed). A 401/403 that
     is not a rate limit (read-only token) raises :class:`GitHubEdgeError` with that status so
     the caller can fall back to the step summary; a rate limit that does not fit raises
-    :class:`GitHubRateLimited`. ``listed``: our comments as this run listed them earlier
-    (:attr:`StickyReader.listed`), used instead of listing them again.
+    :class:`GitHubRateLimited`.
     """
     body = with_marker(body, marker, head_sha)
     if len(body) > MAX_BODY_CHARS:
         raise ValueError(f"comment body is {len(body)} characters; GitHub allows {MAX_BODY_CHARS}")
     budget = budget if budget is not None else WaitBudget(max_wait=0.0)
-    return _Sticky(repo, number, body, author, marker, head_sha, budget, listed).upsert()
+    return _Sticky(repo, number, body, author, marker, head_sha, budget).upsert()

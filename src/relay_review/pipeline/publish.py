@@ -107,7 +107,7 @@ def publish(
     honour dismissals); the report's findings then say their state, and memory keeps it.
     ``noise``: the severity floor and cap of inline comments (:mod:`relay_review.review.noise`;
     default ``medium`` and 10): the rest stay in the sticky comment only. ``reader``: the run's
-    reader of our comment (its author and listing, when the comment store asked already: not
+    reader of our comment (whose comments are ours, when the comment store asked already: not
     asked again); default a fresh one."""
     published = Published()
     if _head_moved(repo, event, secrets, published):
@@ -137,7 +137,7 @@ def publish(
     body = secrets.redact(comment_markdown(clean, marker=MARKER, limit=limit))
     if state_line:
         body = body.rstrip("\n") + "\n" + state_line + "\n"
-    if not _post_sticky(repo, event, reader, body, secrets, budget, published):
+    if not _post_sticky(repo, event, author, body, secrets, budget, published):
         return published
     if inputs.inline_comments:
         chosen = [findings[candidates[j]] for j in inline.post]
@@ -213,7 +213,7 @@ def _head_moved(
 def _post_sticky(
     repo: Repository,
     event: PullRequestEvent,
-    reader: StickyReader,
+    author: str,
     body: str,
     secrets: Secrets,
     budget: WaitBudget | None,
@@ -226,10 +226,9 @@ def _post_sticky(
             repo,
             event.number,
             body,
-            author=reader.author(),
+            author=author,
             head_sha=event.head_sha,
             budget=budget,
-            listed=reader.listed,  # the comment store's listing, if it listed: not listed again
         )
     except GitHubRateLimited as exc:
         published.not_posted = NotPosted.RATE_LIMITED
