@@ -59,7 +59,7 @@ from relay_review.github.graphql import (
 from relay_review.records import Finding
 from relay_review.records.finding import Side
 from relay_review.review.decision import SEVERITY_RANK
-from relay_review.review.diff import DiffIndex
+from relay_review.review.diff import SIDES, DiffIndex
 from relay_review.review.fingerprint import still_cited
 
 if TYPE_CHECKING:
@@ -79,8 +79,6 @@ CLOSING_PREFIXES = ("relay-review: fixed in `", "relay-review: code changed in `
 MAX_BODY_CHARS = 65_536
 
 State = Literal["new", "open", "fixed", "dismissed"]
-#: The sides a thread or a remembered finding may name (anything else is read as not said).
-SIDES: tuple[Side, Side] = ("RIGHT", "LEFT")
 
 
 def marker(fingerprint: str, cited: str, first: str) -> str:

@@ -161,8 +161,8 @@ def run(env: dict[str, str], secrets: Secrets) -> int:
         if zdr_line := zdr_blocked_line(catalog, policy.catalog.require_zdr, event.private):
             actions.warning(zdr_line, title="relay-review: no zero-data-retention route")
     repo = gh.get_repo(event.repo_full_name)
-    # our sticky comment as this run reads it: GET /user and the listing asked once, shared by
-    # the comment store's read (before the review) and the publisher's upsert (after it)
+    # our sticky comment as this run reads it: GET /user asked once, for the comment store's
+    # reads (before the review, one listing) and the publisher (after it, which lists afresh)
     reader = StickyReader(gh, repo, event.number, inputs.comment_author)
     with actions.group("relay-review: pull request files"):
         index, unlisted = files_stage(repo, event)
@@ -316,7 +316,7 @@ def state_store(
     """The store the ``state`` input names (its calls bounded by ``timeout``, the policy's
     ``[state] timeout_s``; a Redis keeps the review memory in our sticky comment,
     :class:`~relay_review.state.SplitStore`); ``comment`` reads our sticky comment
-    only (found by marker and author, through the run's ``reader``, whose listing the publisher
+    only (found by marker and author, through the run's ``reader``, whose author the publisher
     reuses), when the review asks for it, and the route memory of the newest sticky comment
     (marker and author again) of the repository's other pull requests updated within
     ``memory``'s route horizon (:func:`~relay_review.pipeline.route_memory.route_horizon`): one

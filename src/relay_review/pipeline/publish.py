@@ -223,12 +223,7 @@ def _post_sticky(
     not posted: refused, failed, rate-limited, or a newer head's run owns it."""
     try:
         sticky = upsert_sticky(
-            repo,
-            event.number,
-            body,
-            author=author,
-            head_sha=event.head_sha,
-            budget=budget,
+            repo, event.number, body, author=author, head_sha=event.head_sha, budget=budget
         )
     except GitHubRateLimited as exc:
         published.not_posted = NotPosted.RATE_LIMITED

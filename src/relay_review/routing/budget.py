@@ -110,15 +110,13 @@ class AccountBudgets:
         tier) share one window instead of each filling its own."""
         key = self.identities.get(entry.account, entry.account)
         kind = KINDS.get(entry.route.provider)  # the route's provider kind: its published tier
-        tiered = entry.cost == "free" and kind is not None and bool(kind.free_rpm or kind.free_rpd)
-        if tiered:
-            key = f"{key}:free"
+        published = None
+        if entry.cost == "free" and kind is not None and (kind.free_rpm or kind.free_rpd):
+            key, published = f"{key}:free", Budget(kind.free_rpm, kind.free_rpd)
         explicit = self.limits.get(entry.account)
         if explicit is not None and (explicit.rpm or explicit.rpd):
             return key, explicit
-        if tiered and kind is not None:
-            return key, Budget(kind.free_rpm, kind.free_rpd)
-        return key, Budget()
+        return key, published or Budget()
 
     async def admit(self, entry: CatalogEntry, remaining: float) -> Outcome | None:
         """None when a slot was reserved (send the request); else the refusal as an outcome."""

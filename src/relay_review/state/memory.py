@@ -162,7 +162,8 @@ class ChunkMemo(_Timed):
 
 FindingState = Literal["open", "fixed", "dismissed"]
 #: The side of the diff a finding's cited lines are on (RIGHT: the head's added lines, LEFT:
-#: the base's removed lines), as GitHub spells it.
+#: the base's removed lines), as GitHub spells it: ``records.finding.Side``, spelled here so
+#: loading memory (before the first request) does not import the findings' records.
 FindingSide = Literal["RIGHT", "LEFT"]
 
 
